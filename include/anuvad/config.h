@@ -1,0 +1,37 @@
+// Model hyperparameters (the JSON config of `anuvad train -c FILE` and the "config" entry of a
+// model file's metadata).
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+namespace anuvad {
+
+/// Transformer hyperparameters (Vaswani et al. 2017, Table 3 names). JSON keys equal the
+/// field names; unknown keys are rejected.
+struct ModelConfig {
+  int src_vocab_size = 1000;   ///< source SentencePiece vocabulary size (set at training time)
+  int tgt_vocab_size = 1000;   ///< target SentencePiece vocabulary size (set at training time)
+  int d_model = 256;           ///< width of every residual-stream vector
+  int n_heads = 4;             ///< attention heads; d_head = d_model / n_heads
+  int d_ff = 1024;             ///< hidden width of the feed-forward network
+  int encoder_layers = 3;
+  int decoder_layers = 3;
+  double dropout = 0.1;            ///< on embeddings and residual branches
+  double attention_dropout = 0.0;  ///< on attention weights
+  double ffn_dropout = 0.0;        ///< on the feed-forward hidden activation
+  std::string norm = "pre";        ///< "pre" (pre-norm, final LayerNorm per stack) or "post"
+  bool tie_output = true;          ///< output projection weight = target embedding
+  int max_positions = 256;         ///< longest sequence (tokens, EOS/BOS included)
+  double layer_norm_eps = 1e-5;
+
+  bool pre_norm() const { return norm == "pre"; }
+  /// Throws ConfigError naming the field when a value is out of range.
+  void validate() const;
+  nlohmann::json to_json() const;
+  /// Reads a config, starting from the defaults; throws ConfigError on unknown keys or bad
+  /// types, naming the key and `origin` (a file name, or "model file").
+  static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+};
+
+}  // namespace anuvad

@@ -1,0 +1,36 @@
+// Reading parallel corpora and checking text input: a TSV of `english<TAB>hindi` lines, or two
+// line-aligned files (`corpus.en` + `corpus.hi`, as public parallel corpora ship).
+//
+// Line handling (documented in README): a UTF-8 byte-order mark at the start of a file and a
+// trailing CR (CRLF line ends) are removed; invalid UTF-8, a NUL byte, a missing tab, more than
+// one tab or an empty (or whitespace-only) side is an error naming the file and line.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace anuvad {
+
+/// One sentence pair and where it came from ("file:line").
+struct SentencePair {
+  std::string src;
+  std::string tgt;
+  std::string origin;
+};
+
+/// Reads a parallel corpus. `paths` holds one TSV file, or two line-aligned files (source,
+/// target); a single path ending in ".en" is paired with the same stem + ".hi".
+/// Throws IoError (unreadable file) or DataError ("file:line: reason").
+std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& paths);
+
+/// Returns an empty string when `text` is acceptable input text (valid UTF-8, no NUL byte),
+/// otherwise the reason ("invalid UTF-8 at byte 7", "NUL byte at byte 3").
+std::string check_text(const std::string& text);
+
+/// Removes a trailing '\r' and, when `first_line`, a leading UTF-8 byte-order mark.
+void clean_line(std::string& line, bool first_line);
+
+/// True when `text` has no non-whitespace character.
+bool is_blank(const std::string& text);
+
+}  // namespace anuvad

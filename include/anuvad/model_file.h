@@ -1,0 +1,38 @@
+// The model file: one self-describing safetensors file holding everything needed to translate.
+//   __metadata__: "format" = "anuvad", "format_version" = "1", "config" = ModelConfig JSON,
+//                 plus free-form training information (step, dev perplexity, ...).
+//   tensors:      every Transformer parameter under its PyTorch-style name (F32, little endian,
+//                 Linear weights [out, in]), and the two SentencePiece models as U8 byte
+//                 tensors "tokenizer.src" and "tokenizer.tgt" (serialized ModelProto).
+// Tensor names and shapes are listed in docs/model-format.md.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+
+#include "anuvad/tokenizer.h"
+#include "anuvad/transformer.h"
+
+namespace anuvad {
+
+/// A model ready to translate: the network and both tokenizers.
+struct TranslationModel {
+  std::unique_ptr<Transformer> transformer;
+  std::unique_ptr<Tokenizer> src_tokenizer;
+  std::unique_ptr<Tokenizer> tgt_tokenizer;
+  std::map<std::string, std::string> metadata;
+};
+
+/// Writes the model atomically (temporary file, fsync, rename). Throws IoError.
+void save_model(const std::string& path, const Transformer& model, const Tokenizer& src_tokenizer,
+                const Tokenizer& tgt_tokenizer,
+                const std::map<std::string, std::string>& extra_metadata = {});
+
+/// Loads and checks a model file: format marker and version, config, every parameter present
+/// with the shape the config implies and a float dtype, no unknown tensors, tokenizers whose
+/// vocabulary sizes match the config, finite weights. Throws ModelFileError or IoError naming
+/// the file and the field.
+TranslationModel load_model(const std::string& path);
+
+}  // namespace anuvad

@@ -1,0 +1,54 @@
+// Subword tokenization with SentencePiece (Kudo & Richardson 2018, arXiv:1808.06226), used as a
+// library. Every anuvad vocabulary has PAD = 0, UNK = 1, BOS = 2, EOS = 3 (tensor.h).
+//
+// Normalization: SentencePiece's "identity" rule (no NFKC, so Devanagari and every other
+// character are kept as written), plus its whitespace handling: leading and trailing spaces are
+// removed and runs of spaces collapse to one. decode(encode(s)) == s for every line that has
+// no leading, trailing or repeated spaces and no character missing from the training text.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace sentencepiece {
+class SentencePieceProcessor;
+}
+
+namespace anuvad {
+
+/// Options of SentencePiece training.
+struct TokenizerOptions {
+  int vocab_size = 1000;             ///< upper bound (SentencePiece may stop earlier: hard_vocab_limit=false)
+  std::string model_type = "unigram";  ///< "unigram" or "bpe"
+};
+
+/// A loaded SentencePiece model.
+class Tokenizer {
+ public:
+  /// Trains a model on `sentences` (in memory) and returns it. Throws TokenizerError.
+  static Tokenizer train(const std::vector<std::string>& sentences, const TokenizerOptions& opts);
+  /// Loads a serialized SentencePiece model proto. Throws TokenizerError when invalid.
+  static Tokenizer from_serialized(const std::string& model_proto);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  /// Text → subword ids (no BOS/EOS). Characters unseen in training map to UNK.
+  std::vector<int32_t> encode(const std::string& text) const;
+  /// Subword ids → text; PAD/BOS/EOS are skipped, UNK decodes to " ⁇ ".
+  std::string decode(const std::vector<int32_t>& ids) const;
+  /// The piece string of an id (e.g. "▁We"), "<pad>", "<unk>", "<s>", "</s>" for specials.
+  std::string piece(int32_t id) const;
+  int vocab_size() const;
+  /// The serialized model proto (bytes), as stored in a model file.
+  const std::string& serialized() const { return serialized_; }
+
+ private:
+  Tokenizer();
+  std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
+  std::string serialized_;
+};
+
+}  // namespace anuvad

@@ -1,0 +1,79 @@
+// `anuvad train`: SentencePiece training, then parallel teacher forcing over length-bucketed
+// batches with label-smoothed cross-entropy, Adam, warm-up + inverse-sqrt decay, gradient
+// clipping and periodic validation (dev cross-entropy per target token and perplexity).
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "anuvad/batcher.h"
+#include "anuvad/config.h"
+#include "anuvad/tokenizer.h"
+#include "anuvad/transformer.h"
+
+namespace anuvad {
+
+/// Everything `anuvad train` can be told (flag names follow Marian where one exists).
+struct TrainOptions {
+  std::vector<std::string> train_sets{"data/train.tsv"};  ///< one TSV or an .en/.hi pair
+  std::vector<std::string> valid_sets{"data/dev.tsv"};    ///< empty: no validation
+  std::string model_path = "models/default.safetensors";
+  std::string config_path;      ///< JSON ModelConfig; empty = built-in defaults
+  uint64_t seed = 1;
+  int cpu_threads = 0;          ///< 0 = all cores
+  int after_epochs = 60;        ///< stop after this many epochs (0 = no limit)
+  int64_t after_steps = 0;      ///< stop after this many updates (0 = no limit)
+  int batch_tokens = 2000;      ///< padded positions per batch: B · max(S, T)
+  double learning_rate = 1e-3;  ///< peak learning rate, reached after warmup_steps
+  int warmup_steps = 400;
+  double label_smoothing = 0.1;
+  double clip_norm = 1.0;       ///< 0 = no clipping
+  int valid_freq = 500;         ///< validate every this many updates (and at the end)
+  int disp_freq = 100;          ///< log a line every this many updates
+  int src_vocab_size = 1000;
+  int tgt_vocab_size = 1000;
+  bool quiet = false;           ///< no live progress line
+};
+
+/// Summary of a finished run (also logged).
+struct TrainResult {
+  int64_t steps = 0;
+  int epochs = 0;
+  double seconds = 0;
+  double tgt_tokens_per_second = 0;
+  double last_train_loss = 0;           ///< label-smoothed loss per target token, last epoch
+  double best_valid_cross_entropy = 0;  ///< nats per target token (NaN without validation)
+  double best_valid_perplexity = 0;
+  std::vector<double> epoch_losses;     ///< mean training loss per epoch
+};
+
+/// Mean cross-entropy per target token (no smoothing, no dropout) of `examples`, batched by
+/// `batch_tokens`: nats per token.
+double evaluate_cross_entropy(const Transformer& model, const std::vector<Example>& examples,
+                              int batch_tokens);
+
+/// Tokenises pairs into examples; pairs whose source or target has more than max_tokens
+/// subwords are skipped (counted in *skipped).
+std::vector<Example> make_examples(const std::vector<std::pair<std::string, std::string>>& pairs,
+                                   const Tokenizer& src, const Tokenizer& tgt, int max_tokens,
+                                   int* skipped);
+
+/// Called by fit() when a model should be saved: "best" (new best dev cross-entropy) or
+/// "final" (end of training).
+using SaveCallback = std::function<void(const std::string& which, const TrainResult& so_far)>;
+
+/// The training loop on already tokenised data (used by train() and by the tests): epochs of
+/// bucketed batches, forward, loss, backward, NaN check, clipping, Adam. Deterministic for a
+/// given opts.seed and thread count. Throws NumericError naming the step and tensor when the
+/// loss or a gradient is not finite.
+TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
+                const std::vector<Example>& valid_examples, const TrainOptions& opts,
+                const SaveCallback& save = {});
+
+/// Runs a whole training job as described by `opts`; writes the final model to
+/// opts.model_path and the best-by-dev-cross-entropy model next to it
+/// (<stem>.best-cross-entropy.safetensors). Throws anuvad::Error on bad input or divergence.
+TrainResult train(const TrainOptions& opts);
+
+}  // namespace anuvad

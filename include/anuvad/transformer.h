@@ -1,0 +1,160 @@
+// The encoder–decoder transformer (Vaswani et al. 2017): layers, the teacher-forced forward and
+// backward used in training, and the incremental decoder with a key/value cache used in
+// translation. Both decoder paths run the same layers and the same attention kernel, so the
+// logits of a prefix agree whether computed in one teacher-forced pass or step by step.
+//
+// Shapes: B sentences, S source tokens, T target tokens (padded), D = d_model, V = target
+// vocabulary. Activations are row-major [B·S, D] / [B·T, D], row b·T + t.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "anuvad/attention.h"
+#include "anuvad/batcher.h"
+#include "anuvad/config.h"
+#include "anuvad/layers.h"
+
+namespace anuvad {
+
+/// Cache of one encoder layer's forward pass.
+struct EncoderLayerCache {
+  ResidualCache self_attn_res, ffn_res;
+  AttentionCache self_attn;
+  FeedForwardCache ffn;
+};
+
+/// Encoder layer: self-attention (key padding only, never causal), then feed-forward, each in
+/// a residual sublayer (§3.1). Parameters under "<prefix>.{self_attn,self_attn_norm,ffn,ffn_norm}".
+class EncoderLayer {
+ public:
+  EncoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
+  /// x: [B·S, D] → y: [B·S, D]. src_lengths: [B] real source tokens.
+  void forward(const Mat& x, int batch, int src_len, const std::vector<int>& src_lengths,
+               const DropoutContext& dctx, EncoderLayerCache& cache, Mat& y) const;
+  /// dy: [B·S, D] → dx: [B·S, D] (overwritten); accumulates parameter gradients.
+  void backward(const Mat& dy, int batch, int src_len, const std::vector<int>& src_lengths,
+                const EncoderLayerCache& cache, Mat& dx) const;
+
+  MultiHeadAttention self_attn;
+  FeedForward ffn;
+  LayerNorm self_attn_norm, ffn_norm;
+
+ private:
+  const ModelConfig& cfg_;
+};
+
+/// Cache of one decoder layer's teacher-forced forward pass.
+struct DecoderLayerCache {
+  ResidualCache self_attn_res, cross_attn_res, ffn_res;
+  AttentionCache self_attn, cross_attn;
+  FeedForwardCache ffn;
+};
+
+/// Decoder layer: masked (causal) self-attention, cross-attention over `memory` (source key
+/// padding only, not causal), feed-forward (§3.1). Parameters under
+/// "<prefix>.{self_attn,self_attn_norm,cross_attn,cross_attn_norm,ffn,ffn_norm}".
+class DecoderLayer {
+ public:
+  DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
+  /// x: [B·T, D], memory: [B·S, D] → y: [B·T, D].
+  void forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
+               const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
+               const DropoutContext& dctx, DecoderLayerCache& cache, Mat& y) const;
+  /// dy: [B·T, D] → dx: [B·T, D] (overwritten); adds dL/dmemory into dmemory [B·S, D].
+  void backward(const Mat& dy, const Mat& memory, int batch, int tgt_len, int src_len,
+                const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
+                const DecoderLayerCache& cache, Mat& dx, Mat& dmemory) const;
+
+  MultiHeadAttention self_attn, cross_attn;
+  FeedForward ffn;
+  LayerNorm self_attn_norm, cross_attn_norm, ffn_norm;
+
+ private:
+  const ModelConfig& cfg_;
+};
+
+/// Everything the teacher-forced forward pass keeps for backward (and attention dumps).
+struct ForwardCache {
+  Mat src_embed_drop, tgt_embed_drop;  ///< embedding dropout multipliers or empty
+  std::vector<Mat> enc_x;              ///< [L_enc + 1] inputs of each encoder layer, then output
+  std::vector<EncoderLayerCache> enc;
+  LayerNormCache enc_norm;
+  Mat memory;                          ///< [B·S, D] encoder output
+  std::vector<Mat> dec_x;              ///< [L_dec + 1] inputs of each decoder layer, then output
+  std::vector<DecoderLayerCache> dec;
+  LayerNormCache dec_norm;
+  Mat dec_out;                         ///< [B·T, D] input of the output projection
+};
+
+/// Key/value cache of one decoder layer for incremental decoding.
+struct DecoderLayerState {
+  Mat self_k, self_v;    ///< [B·capacity, D]; rows b·capacity + t, t < DecoderState::length
+  Mat cross_k, cross_v;  ///< [B·S, D] projected once from memory
+};
+
+/// State of the incremental decoder for B sentences decoded in lockstep.
+struct DecoderState {
+  int batch = 0;
+  int capacity = 0;  ///< maximum target positions (BOS included)
+  int length = 0;    ///< tokens already fed = absolute position of the next token
+  int src_len = 0;   ///< S
+  std::vector<int> src_lengths;
+  std::vector<DecoderLayerState> layers;
+  /// Attention weights of the last step, per layer: self [B·H, length], cross [B·H, S].
+  std::vector<Mat> last_self_probs, last_cross_probs;
+};
+
+/// The encoder–decoder model. Parameters (PyTorch state_dict names):
+///   encoder.embed_tokens.weight [V_src, D], encoder.layers.i.*, encoder.norm.* (pre-norm),
+///   decoder.embed_tokens.weight [V_tgt, D], decoder.layers.i.*, decoder.norm.* (pre-norm),
+///   output_projection.weight [V_tgt, D] (untied only), output_projection.bias [V_tgt].
+class Transformer {
+ public:
+  /// Registers all parameters (zero; call init_parameters or load them). Throws ConfigError.
+  explicit Transformer(const ModelConfig& cfg);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  /// Xavier-uniform matrices, N(0, D^−½) embeddings, zero biases, unit LayerNorm gains.
+  void init_parameters(uint64_t seed);
+
+  const ModelConfig& config() const { return cfg_; }
+  ParamRegistry& params() { return params_; }
+  const ParamRegistry& params() const { return params_; }
+
+  /// Encoder: src [B·S] → cache.memory [B·S, D].
+  void encode(const TokenIds& src, int batch, int src_len, const std::vector<int>& src_lengths,
+              const DropoutContext& dctx, ForwardCache& cache) const;
+  /// Teacher-forced decoder over cache.memory: tgt_in [B·T] → logits [B·T, V].
+  void decode(const TokenIds& tgt_in, int batch, int tgt_len, const std::vector<int>& tgt_lengths,
+              int src_len, const std::vector<int>& src_lengths, const DropoutContext& dctx,
+              ForwardCache& cache, Mat& logits) const;
+  /// encode + decode for a batch: logits [B·T, V].
+  void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
+               Mat& logits) const;
+  /// dlogits [B·T, V] → accumulates every parameter gradient (call params().zero_grad() first).
+  void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
+
+  /// Starts incremental decoding over memory [B·S, D]: projects cross-attention K/V once per
+  /// layer and allocates the self-attention cache for `capacity` target positions.
+  DecoderState begin_decoding(const Mat& memory, int batch, int src_len,
+                              const std::vector<int>& src_lengths, int capacity) const;
+  /// Feeds one token per sentence (tokens [B], at absolute position state.length) and returns
+  /// logits [B, V] for the next token. Throws ShapeError when the cache is full.
+  void decode_step(const std::vector<int32_t>& tokens, DecoderState& state, Mat& logits) const;
+
+ private:
+  void output_projection(const Mat& h, Mat& logits) const;
+
+  ModelConfig cfg_;
+  ParamRegistry params_;
+  std::unique_ptr<Embedding> src_embed_, tgt_embed_;
+  std::vector<EncoderLayer> encoder_;
+  std::vector<DecoderLayer> decoder_;
+  std::unique_ptr<LayerNorm> enc_norm_, dec_norm_;
+  Param* out_weight_ = nullptr;  // tgt embedding when tied
+  Param* out_bias_ = nullptr;
+};
+
+}  // namespace anuvad

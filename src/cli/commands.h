@@ -1,0 +1,19 @@
+// Subcommands of the anuvad executable: each has an options struct, a setup function that
+// binds its flags to a CLI11 subcommand, and a run function (CLI11's subcom_in_files pattern).
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace anuvad::cli {
+
+/// `anuvad train`: registers the subcommand; its callback trains a model.
+void setup_train(CLI::App& app);
+/// `anuvad translate` and `anuvad score`: register the subcommands.
+void setup_translate(CLI::App& app);
+void setup_score(CLI::App& app);
+
+/// Exit code of the last subcommand run (0 = success); set by commands that keep going after
+/// per-line errors.
+int& exit_code();
+
+}  // namespace anuvad::cli

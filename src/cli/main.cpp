@@ -1,0 +1,33 @@
+// anuvad: English→Hindi translation with a transformer written on Eigen.
+// Maps every anuvad::Error to a one-line message on stderr and exit code 1.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <iostream>
+
+#include "anuvad/error.h"
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  auto logger = spdlog::stderr_color_mt("anuvad");
+  spdlog::set_default_logger(logger);
+  spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+
+  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score)"};
+  app.require_subcommand(1);
+  anuvad::cli::setup_train(app);
+  anuvad::cli::setup_translate(app);
+  anuvad::cli::setup_score(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const anuvad::Error& e) {
+    std::cerr << "anuvad: error: " << e.what() << std::endl;
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "anuvad: error: " << e.what() << std::endl;
+    return 1;
+  }
+  return anuvad::cli::exit_code();
+}

@@ -1,0 +1,222 @@
+// Forward and backward passes of the basic layers (see include/anuvad/layers.h).
+#include "anuvad/layers.h"
+
+#include <cmath>
+
+#include "anuvad/error.h"
+
+namespace anuvad {
+
+void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask) {
+  if (!ctx.active() || p <= Scalar(0)) {
+    mask.resize(0, 0);
+    return;
+  }
+  mask.resize(rows, cols);
+  const Scalar keep_scale = Scalar(1) / (Scalar(1) - p);
+  // Compare 53 random bits with a threshold: one draw per element, no floating-point division.
+  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p) * 9007199254740992.0);
+  Rng& rng = *ctx.rng;
+  Scalar* m = mask.data();
+  for (Index i = 0; i < mask.size(); ++i) m[i] = ((rng() >> 11) < threshold) ? Scalar(0) : keep_scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+Linear::Linear(ParamRegistry& reg, const std::string& prefix, Index in_features,
+               Index out_features)
+    : weight(reg.add(prefix + ".weight", {out_features, in_features})),
+      bias(reg.add(prefix + ".bias", {out_features})) {}
+
+void Linear::forward(const Eigen::Ref<const Mat>& x, Mat& y) const {
+  ANUVAD_CHECK_SHAPE(x.cols() == weight.value.cols(),
+                     weight.name + ": input has " + std::to_string(x.cols()) +
+                         " features, expected " + std::to_string(weight.value.cols()));
+  y.resize(x.rows(), weight.value.rows());
+  y.noalias() = x * weight.value.transpose();
+  y.rowwise() += bias.value.row(0);
+}
+
+void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
+                      bool accumulate) const {
+  // forward: y = x·Wᵀ + b  ⇒  dW = dyᵀ·x, db = Σ_rows dy, dx = dy·W
+  weight.grad.noalias() += dy.transpose() * x;
+  bias.grad += dy.colwise().sum();
+  if (accumulate) {
+    dx.noalias() += dy * weight.value;
+  } else {
+    dx.resize(dy.rows(), weight.value.cols());
+    dx.noalias() = dy * weight.value;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+LayerNorm::LayerNorm(ParamRegistry& reg, const std::string& prefix, Index d_model, Scalar eps)
+    : gamma(reg.add(prefix + ".weight", {d_model})),
+      beta(reg.add(prefix + ".bias", {d_model})),
+      eps_(eps) {
+  gamma.value.setOnes();
+}
+
+void LayerNorm::forward(const Eigen::Ref<const Mat>& x, Mat& y, LayerNormCache& cache) const {
+  const Index n = x.rows(), d = x.cols();
+  ANUVAD_CHECK_SHAPE(d == gamma.value.cols(), gamma.name + ": wrong input width");
+  cache.x_hat.resize(n, d);
+  cache.rstd.resize(n);
+  y.resize(n, d);
+  for (Index r = 0; r < n; ++r) {
+    const Scalar mean = x.row(r).mean();
+    const Scalar var = (x.row(r).array() - mean).square().mean();
+    const Scalar rstd = Scalar(1) / std::sqrt(var + eps_);
+    cache.rstd[r] = rstd;
+    cache.x_hat.row(r) = (x.row(r).array() - mean) * rstd;
+    y.row(r) = cache.x_hat.row(r).cwiseProduct(gamma.value) + beta.value;
+  }
+}
+
+void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& cache,
+                         Mat& dx) const {
+  // forward: y = γ ⊙ x̂ + β, x̂ = (x − μ)·rstd
+  // ⇒ dγ = Σ dy ⊙ x̂, dβ = Σ dy, dx = rstd·(dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂)), dx̂ = dy ⊙ γ
+  const Index n = dy.rows(), d = dy.cols();
+  gamma.grad += dy.cwiseProduct(cache.x_hat).colwise().sum();
+  beta.grad += dy.colwise().sum();
+  dx.resize(n, d);
+  for (Index r = 0; r < n; ++r) {
+    const RowVec dxhat = dy.row(r).cwiseProduct(gamma.value);
+    const Scalar m1 = dxhat.mean();
+    const Scalar m2 = dxhat.cwiseProduct(cache.x_hat.row(r)).mean();
+    dx.row(r) = cache.rstd[r] * (dxhat.array() - m1 - cache.x_hat.row(r).array() * m2);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// FeedForward
+
+FeedForward::FeedForward(ParamRegistry& reg, const std::string& prefix, Index d_model, Index d_ff)
+    : linear1(reg, prefix + ".linear1", d_model, d_ff),
+      linear2(reg, prefix + ".linear2", d_ff, d_model) {}
+
+void FeedForward::forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout,
+                          const DropoutContext& dctx, FeedForwardCache& cache, Mat& y) const {
+  linear1.forward(x, cache.hidden);
+  cache.hidden = cache.hidden.cwiseMax(Scalar(0));
+  make_dropout_mask(cache.hidden.rows(), cache.hidden.cols(), ffn_dropout, dctx, cache.drop);
+  if (cache.drop.size() > 0) {
+    cache.hidden_dropped = cache.hidden.cwiseProduct(cache.drop);
+    linear2.forward(cache.hidden_dropped, y);
+  } else {
+    cache.hidden_dropped.resize(0, 0);
+    linear2.forward(cache.hidden, y);
+  }
+}
+
+void FeedForward::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                           const FeedForwardCache& cache, Mat& dx) const {
+  const Mat& h2 = cache.drop.size() > 0 ? cache.hidden_dropped : cache.hidden;
+  Mat dh;
+  linear2.backward(dy, h2, dh);
+  if (cache.drop.size() > 0) dh.array() *= cache.drop.array();
+  // ReLU: pass the gradient where the output was positive.
+  dh = (cache.hidden.array() > Scalar(0)).select(dh, Scalar(0));
+  linear1.backward(dh, x, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+Embedding::Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size,
+                     Index d_model, Index max_positions)
+    : weight(reg.add(prefix + ".weight", {vocab_size, d_model})),
+      positions_(max_positions, d_model),
+      scale_(static_cast<Scalar>(std::sqrt(static_cast<double>(d_model)))) {
+  for (Index p = 0; p < max_positions; ++p) {
+    for (Index i = 0; i < d_model; i += 2) {
+      const double angle =
+          static_cast<double>(p) / std::pow(10000.0, static_cast<double>(i) / d_model);
+      positions_(p, i) = static_cast<Scalar>(std::sin(angle));
+      if (i + 1 < d_model) positions_(p, i + 1) = static_cast<Scalar>(std::cos(angle));
+    }
+  }
+}
+
+void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,
+                        Mat& out) const {
+  ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
+                     weight.name + ": ids size does not match batch × length");
+  ANUVAD_CHECK_SHAPE(first_position + len <= positions_.rows(),
+                     "sequence of " + std::to_string(first_position + len) +
+                         " tokens exceeds max_positions " + std::to_string(positions_.rows()));
+  const Index d = weight.value.cols();
+  out.resize(static_cast<Index>(ids.size()), d);
+  for (int b = 0; b < batch; ++b) {
+    for (int t = 0; t < len; ++t) {
+      const Index r = Index(b) * len + t;
+      const int32_t id = ids[r];
+      ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
+                         weight.name + ": token id " + std::to_string(id) + " out of range");
+      out.row(r) = weight.value.row(id) * scale_ + positions_.row(first_position + t);
+    }
+  }
+}
+
+void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const {
+  // forward: out[r] = E[id_r]·√D + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D
+  for (Index r = 0; r < dout.rows(); ++r) weight.grad.row(ids[r]) += dout.row(r) * scale_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual sublayer
+
+void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar dropout,
+                      const DropoutContext& dctx, const SublayerForward& f, ResidualCache& cache,
+                      Mat& y) {
+  if (pre_norm) {
+    ln.forward(x, cache.f_in, cache.ln);
+  } else {
+    cache.f_in = x;
+  }
+  f(cache.f_in, cache.f_out);
+  make_dropout_mask(x.rows(), x.cols(), dropout, dctx, cache.drop);
+  if (pre_norm) {
+    y = x;
+    if (cache.drop.size() > 0) {
+      y.array() += cache.f_out.array() * cache.drop.array();
+    } else {
+      y += cache.f_out;
+    }
+  } else {
+    cache.sum = x;
+    if (cache.drop.size() > 0) {
+      cache.sum.array() += cache.f_out.array() * cache.drop.array();
+    } else {
+      cache.sum += cache.f_out;
+    }
+    ln.forward(cache.sum, y, cache.ln);
+  }
+}
+
+void residual_backward(const Mat& dy, const LayerNorm& ln, bool pre_norm,
+                       const SublayerBackward& fb, const ResidualCache& cache, Mat& dx) {
+  Mat dsum;
+  const Mat* dres = &dy;  // gradient at x + dropout(f(·))
+  if (!pre_norm) {
+    ln.backward(dy, cache.ln, dsum);
+    dres = &dsum;
+  }
+  Mat df_out = cache.drop.size() > 0 ? Mat(dres->cwiseProduct(cache.drop)) : *dres;
+  Mat df_in;
+  fb(df_out, df_in);
+  if (pre_norm) {
+    Mat dln;
+    ln.backward(df_in, cache.ln, dln);
+    dx = *dres + dln;
+  } else {
+    dx = *dres + df_in;
+  }
+}
+
+}  // namespace anuvad

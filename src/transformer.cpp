@@ -1,0 +1,361 @@
+// Encoder and decoder layers, the teacher-forced forward/backward pass and the incremental
+// decoder with its key/value cache.
+#include "anuvad/transformer.h"
+
+#include <cmath>
+
+#include "anuvad/error.h"
+
+namespace anuvad {
+
+namespace {
+
+Scalar sc(double v) { return static_cast<Scalar>(v); }
+
+void apply_dropout(Mat& x, const Mat& mask) {
+  if (mask.size() > 0) x.array() *= mask.array();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// EncoderLayer
+
+EncoderLayer::EncoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg)
+    : self_attn(reg, prefix + ".self_attn", cfg.d_model, cfg.n_heads),
+      ffn(reg, prefix + ".ffn", cfg.d_model, cfg.d_ff),
+      self_attn_norm(reg, prefix + ".self_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cfg_(cfg) {}
+
+void EncoderLayer::forward(const Mat& x, int batch, int src_len,
+                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                           EncoderLayerCache& cache, Mat& y) const {
+  const AttentionMask mask{&src_lengths, /*causal=*/false, 0};
+  Mat h;
+  residual_forward(
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        self_attn.forward(in, in, batch, src_len, src_len, mask, sc(cfg_.attention_dropout),
+                          dctx, cache.self_attn, out);
+      },
+      cache.self_attn_res, h);
+  residual_forward(
+      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
+      cache.ffn_res, y);
+}
+
+void EncoderLayer::backward(const Mat& dy, int batch, int src_len,
+                            const std::vector<int>& src_lengths, const EncoderLayerCache& cache,
+                            Mat& dx) const {
+  const AttentionMask mask{&src_lengths, false, 0};
+  Mat dh;
+  residual_backward(
+      dy, ffn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) { ffn.backward(dout, cache.ffn_res.f_in, cache.ffn, din); },
+      cache.ffn_res, dh);
+  residual_backward(
+      dh, self_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        const Mat& in = cache.self_attn_res.f_in;
+        self_attn.backward(dout, in, in, batch, src_len, src_len, mask, cache.self_attn, din, din);
+      },
+      cache.self_attn_res, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DecoderLayer
+
+DecoderLayer::DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg)
+    : self_attn(reg, prefix + ".self_attn", cfg.d_model, cfg.n_heads),
+      cross_attn(reg, prefix + ".cross_attn", cfg.d_model, cfg.n_heads),
+      ffn(reg, prefix + ".ffn", cfg.d_model, cfg.d_ff),
+      self_attn_norm(reg, prefix + ".self_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cross_attn_norm(reg, prefix + ".cross_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cfg_(cfg) {}
+
+void DecoderLayer::forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
+                           const std::vector<int>& tgt_lengths,
+                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                           DecoderLayerCache& cache, Mat& y) const {
+  const AttentionMask self_mask{&tgt_lengths, /*causal=*/true, /*query_offset=*/0};
+  const AttentionMask cross_mask{&src_lengths, /*causal=*/false, 0};
+  Mat h1, h2;
+  residual_forward(
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        self_attn.forward(in, in, batch, tgt_len, tgt_len, self_mask, sc(cfg_.attention_dropout),
+                          dctx, cache.self_attn, out);
+      },
+      cache.self_attn_res, h1);
+  residual_forward(
+      h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        cross_attn.forward(in, memory, batch, tgt_len, src_len, cross_mask,
+                           sc(cfg_.attention_dropout), dctx, cache.cross_attn, out);
+      },
+      cache.cross_attn_res, h2);
+  residual_forward(
+      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
+      cache.ffn_res, y);
+}
+
+void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt_len,
+                            int src_len, const std::vector<int>& tgt_lengths,
+                            const std::vector<int>& src_lengths, const DecoderLayerCache& cache,
+                            Mat& dx, Mat& dmemory) const {
+  const AttentionMask self_mask{&tgt_lengths, true, 0};
+  const AttentionMask cross_mask{&src_lengths, false, 0};
+  Mat dh2, dh1;
+  residual_backward(
+      dy, ffn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) { ffn.backward(dout, cache.ffn_res.f_in, cache.ffn, din); },
+      cache.ffn_res, dh2);
+  residual_backward(
+      dh2, cross_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        Mat dmem;
+        cross_attn.backward(dout, cache.cross_attn_res.f_in, memory, batch, tgt_len, src_len,
+                            cross_mask, cache.cross_attn, din, dmem);
+        dmemory += dmem;
+      },
+      cache.cross_attn_res, dh1);
+  residual_backward(
+      dh1, self_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        const Mat& in = cache.self_attn_res.f_in;
+        self_attn.backward(dout, in, in, batch, tgt_len, tgt_len, self_mask, cache.self_attn, din,
+                           din);
+      },
+      cache.self_attn_res, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transformer
+
+Transformer::Transformer(const ModelConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+  src_embed_ = std::make_unique<Embedding>(params_, "encoder.embed_tokens", cfg_.src_vocab_size,
+                                           cfg_.d_model, cfg_.max_positions);
+  encoder_.reserve(cfg_.encoder_layers);
+  for (int i = 0; i < cfg_.encoder_layers; ++i)
+    encoder_.emplace_back(params_, "encoder.layers." + std::to_string(i), cfg_);
+  if (cfg_.pre_norm())
+    enc_norm_ = std::make_unique<LayerNorm>(params_, "encoder.norm", cfg_.d_model,
+                                            sc(cfg_.layer_norm_eps));
+  tgt_embed_ = std::make_unique<Embedding>(params_, "decoder.embed_tokens", cfg_.tgt_vocab_size,
+                                           cfg_.d_model, cfg_.max_positions);
+  decoder_.reserve(cfg_.decoder_layers);
+  for (int i = 0; i < cfg_.decoder_layers; ++i)
+    decoder_.emplace_back(params_, "decoder.layers." + std::to_string(i), cfg_);
+  if (cfg_.pre_norm())
+    dec_norm_ = std::make_unique<LayerNorm>(params_, "decoder.norm", cfg_.d_model,
+                                            sc(cfg_.layer_norm_eps));
+  out_weight_ = cfg_.tie_output
+                    ? &tgt_embed_->weight
+                    : &params_.add("output_projection.weight", {cfg_.tgt_vocab_size, cfg_.d_model});
+  out_bias_ = &params_.add("output_projection.bias", {cfg_.tgt_vocab_size});
+}
+
+void Transformer::init_parameters(uint64_t seed) {
+  Rng rng(seed);
+  for (Param& p : params_.params()) {
+    const bool is_embedding = p.name.find("embed_tokens") != std::string::npos;
+    if (is_embedding) {
+      normal_init(p.value, sc(1.0 / std::sqrt(double(cfg_.d_model))), rng);
+    } else if (p.shape.size() == 2) {
+      xavier_uniform(p.value, rng);
+    } else if (p.name.find("norm") != std::string::npos && p.name.size() > 7 &&
+               p.name.compare(p.name.size() - 7, 7, ".weight") == 0) {
+      p.value.setOnes();
+    } else {
+      p.value.setZero();
+    }
+  }
+}
+
+void Transformer::encode(const TokenIds& src, int batch, int src_len,
+                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                         ForwardCache& cache) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(src_lengths.size()) == batch, "encode: src_lengths size");
+  cache.enc_x.resize(encoder_.size() + 1);
+  cache.enc.resize(encoder_.size());
+  src_embed_->forward(src, batch, src_len, 0, cache.enc_x[0]);
+  make_dropout_mask(cache.enc_x[0].rows(), cache.enc_x[0].cols(), sc(cfg_.dropout), dctx,
+                    cache.src_embed_drop);
+  apply_dropout(cache.enc_x[0], cache.src_embed_drop);
+  for (size_t l = 0; l < encoder_.size(); ++l)
+    encoder_[l].forward(cache.enc_x[l], batch, src_len, src_lengths, dctx, cache.enc[l],
+                        cache.enc_x[l + 1]);
+  if (enc_norm_) {
+    enc_norm_->forward(cache.enc_x.back(), cache.memory, cache.enc_norm);
+  } else {
+    cache.memory = cache.enc_x.back();
+  }
+}
+
+void Transformer::output_projection(const Mat& h, Mat& logits) const {
+  logits.resize(h.rows(), out_weight_->value.rows());
+  logits.noalias() = h * out_weight_->value.transpose();
+  logits.rowwise() += out_bias_->value.row(0);
+}
+
+void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
+                         const std::vector<int>& tgt_lengths, int src_len,
+                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                         ForwardCache& cache, Mat& logits) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(tgt_lengths.size()) == batch, "decode: tgt_lengths size");
+  cache.dec_x.resize(decoder_.size() + 1);
+  cache.dec.resize(decoder_.size());
+  tgt_embed_->forward(tgt_in, batch, tgt_len, 0, cache.dec_x[0]);
+  make_dropout_mask(cache.dec_x[0].rows(), cache.dec_x[0].cols(), sc(cfg_.dropout), dctx,
+                    cache.tgt_embed_drop);
+  apply_dropout(cache.dec_x[0], cache.tgt_embed_drop);
+  for (size_t l = 0; l < decoder_.size(); ++l)
+    decoder_[l].forward(cache.dec_x[l], cache.memory, batch, tgt_len, src_len, tgt_lengths,
+                        src_lengths, dctx, cache.dec[l], cache.dec_x[l + 1]);
+  if (dec_norm_) {
+    dec_norm_->forward(cache.dec_x.back(), cache.dec_out, cache.dec_norm);
+  } else {
+    cache.dec_out = cache.dec_x.back();
+  }
+  output_projection(cache.dec_out, logits);
+}
+
+void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCache& cache,
+                          Mat& logits) const {
+  encode(b.src, b.batch, b.src_len, b.src_lengths, dctx, cache);
+  decode(b.tgt_in, b.batch, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, dctx, cache,
+         logits);
+}
+
+void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
+  // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
+  out_weight_->grad.noalias() += dlogits.transpose() * cache.dec_out;
+  out_bias_->grad += dlogits.colwise().sum();
+  Mat dh = dlogits * out_weight_->value;
+  Mat dx;
+  if (dec_norm_) {
+    dec_norm_->backward(dh, cache.dec_norm, dx);
+  } else {
+    dx = std::move(dh);
+  }
+  Mat dmemory = Mat::Zero(cache.memory.rows(), cache.memory.cols());
+  for (size_t l = decoder_.size(); l-- > 0;) {
+    Mat dprev;
+    decoder_[l].backward(dx, cache.memory, b.batch, b.tgt_len, b.src_len, b.tgt_lengths,
+                         b.src_lengths, cache.dec[l], dprev, dmemory);
+    dx = std::move(dprev);
+  }
+  apply_dropout(dx, cache.tgt_embed_drop);
+  tgt_embed_->backward(dx, b.tgt_in);
+
+  if (enc_norm_) {
+    enc_norm_->backward(dmemory, cache.enc_norm, dx);
+  } else {
+    dx = std::move(dmemory);
+  }
+  for (size_t l = encoder_.size(); l-- > 0;) {
+    Mat dprev;
+    encoder_[l].backward(dx, b.batch, b.src_len, b.src_lengths, cache.enc[l], dprev);
+    dx = std::move(dprev);
+  }
+  apply_dropout(dx, cache.src_embed_drop);
+  src_embed_->backward(dx, b.src);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Incremental decoding with a key/value cache
+
+DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_len,
+                                         const std::vector<int>& src_lengths,
+                                         int capacity) const {
+  ANUVAD_CHECK_SHAPE(memory.rows() == Index(batch) * src_len && memory.cols() == cfg_.d_model,
+                     "begin_decoding: memory must be [B·S, d_model]");
+  ANUVAD_CHECK_SHAPE(capacity >= 1 && capacity <= cfg_.max_positions,
+                     "begin_decoding: capacity " + std::to_string(capacity) +
+                         " outside [1, max_positions]");
+  DecoderState st;
+  st.batch = batch;
+  st.capacity = capacity;
+  st.src_len = src_len;
+  st.src_lengths = src_lengths;
+  st.layers.resize(decoder_.size());
+  st.last_self_probs.resize(decoder_.size());
+  st.last_cross_probs.resize(decoder_.size());
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    DecoderLayerState& ls = st.layers[l];
+    ls.self_k.setZero(Index(batch) * capacity, cfg_.d_model);
+    ls.self_v.setZero(Index(batch) * capacity, cfg_.d_model);
+    decoder_[l].cross_attn.k_proj.forward(memory, ls.cross_k);
+    decoder_[l].cross_attn.v_proj.forward(memory, ls.cross_v);
+  }
+  return st;
+}
+
+void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& st,
+                              Mat& logits) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch, "decode_step: one token per sentence");
+  ANUVAD_CHECK_SHAPE(st.length < st.capacity, "decode_step: key/value cache is full");
+  const int pos = st.length;  // absolute position of the fed token
+  const DropoutContext no_dropout{};
+  const int n_heads = cfg_.n_heads;
+  Mat x, y, drop_none;
+  tgt_embed_->forward(tokens, st.batch, 1, pos, x);
+  ResidualCache rc;
+  AttentionCache ac;
+  FeedForwardCache fc;
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    const DecoderLayer& layer = decoder_[l];
+    DecoderLayerState& ls = st.layers[l];
+    // Masked self-attention over the cache: the query at position `pos` sees keys 0..pos.
+    residual_forward(
+        x, layer.self_attn_norm, cfg_.pre_norm(), 0, no_dropout,
+        [&](const Mat& in, Mat& out) {
+          Mat k, v;
+          layer.self_attn.q_proj.forward(in, ac.q);
+          layer.self_attn.k_proj.forward(in, k);
+          layer.self_attn.v_proj.forward(in, v);
+          for (int b = 0; b < st.batch; ++b) {
+            ls.self_k.row(Index(b) * st.capacity + pos) = k.row(b);
+            ls.self_v.row(Index(b) * st.capacity + pos) = v.row(b);
+          }
+          const AttentionShape shape{st.batch, 1, pos + 1, n_heads, st.capacity};
+          const AttentionMask mask{nullptr, /*causal=*/true, /*query_offset=*/pos};
+          scaled_dot_product_attention(ac.q, ls.self_k, ls.self_v, shape, mask, drop_none,
+                                       st.last_self_probs[l], ac.ctx);
+          layer.self_attn.out_proj.forward(ac.ctx, out);
+        },
+        rc, y);
+    x.swap(y);
+    // Cross-attention over the cached memory projections: key padding only.
+    residual_forward(
+        x, layer.cross_attn_norm, cfg_.pre_norm(), 0, no_dropout,
+        [&](const Mat& in, Mat& out) {
+          layer.cross_attn.q_proj.forward(in, ac.q);
+          const AttentionShape shape{st.batch, 1, st.src_len, n_heads, st.src_len};
+          const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
+          scaled_dot_product_attention(ac.q, ls.cross_k, ls.cross_v, shape, mask, drop_none,
+                                       st.last_cross_probs[l], ac.ctx);
+          layer.cross_attn.out_proj.forward(ac.ctx, out);
+        },
+        rc, y);
+    x.swap(y);
+    residual_forward(
+        x, layer.ffn_norm, cfg_.pre_norm(), 0, no_dropout,
+        [&](const Mat& in, Mat& out) { layer.ffn.forward(in, 0, no_dropout, fc, out); }, rc, y);
+    x.swap(y);
+  }
+  if (dec_norm_) {
+    LayerNormCache lc;
+    dec_norm_->forward(x, y, lc);
+    x.swap(y);
+  }
+  output_projection(x, logits);
+  st.length = pos + 1;
+}
+
+}  // namespace anuvad
