@@ -116,7 +116,8 @@ TranslationModel load_model(const std::string& path) {
   }
   if (used != f.tensors.size()) {
     for (const auto& [name, t] : f.tensors)
-      if (name.rfind("tokenizer.", 0) != 0 && m.transformer->params().find(name) == nullptr)
+      if (name != "tokenizer.src" && name != "tokenizer.tgt" &&
+          m.transformer->params().find(name) == nullptr)
         throw ModelFileError(path + ": unexpected tensor " + name);
   }
   try {

@@ -151,7 +151,10 @@ SafetensorsFile read_safetensors(const std::string& path) {
     out.tensors.emplace(name, std::move(t));
   }
   std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) { return a.begin < b.begin; });
+            [](const Range& a, const Range& b) {
+              // Ties broken by end: an empty tensor at the start of another is not an overlap.
+              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+            });
   for (size_t i = 1; i < ranges.size(); ++i)
     if (ranges[i].begin < ranges[i - 1].end)
       throw ModelFileError(path + ": tensors " + ranges[i - 1].name + " and " + ranges[i].name +

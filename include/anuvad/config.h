@@ -12,11 +12,11 @@ namespace anuvad {
 struct ModelConfig {
   int src_vocab_size = 1000;   ///< source SentencePiece vocabulary size (set at training time)
   int tgt_vocab_size = 1000;   ///< target SentencePiece vocabulary size (set at training time)
-  int d_model = 256;           ///< width of every residual-stream vector
+  int d_model = 128;           ///< width of every residual-stream vector
   int n_heads = 4;             ///< attention heads; d_head = d_model / n_heads
-  int d_ff = 1024;             ///< hidden width of the feed-forward network
-  int encoder_layers = 3;
-  int decoder_layers = 3;
+  int d_ff = 512;              ///< hidden width of the feed-forward network
+  int encoder_layers = 2;
+  int decoder_layers = 2;
   double dropout = 0.1;            ///< on embeddings and residual branches
   double attention_dropout = 0.0;  ///< on attention weights
   double ffn_dropout = 0.0;        ///< on the feed-forward hidden activation

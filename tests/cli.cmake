@@ -1,0 +1,141 @@
+# CTest tests of the anuvad executable (included by tests/CMakeLists.txt), label "cli".
+# Inputs are small committed files under tests/data/cli/; the only file written is the tiny
+# model ${CMAKE_BINARY_DIR}/cli_tiny.safetensors (fixture cli_tiny_model).
+#
+# Most tests run anuvad through `sh -c` so that one PASS_REGULAR_EXPRESSION can check both the
+# message and the exit status: the wrapper prints "anuvad exit status N end" after the output
+# (stderr merged into stdout, so the order is deterministic).
+
+set(ANUVAD_CLI_DATA ${CMAKE_CURRENT_SOURCE_DIR}/data/cli)
+set(ANUVAD_CLI_MODEL ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
+# Reported whatever the regexes say: a crash, an uncaught exception or a sanitizer report.
+set(ANUVAD_CLI_CRASH "terminate called|Segmentation fault|Aborted|core dumped|AddressSanitizer|runtime error:")
+set(ANUVAD_CLI_RUN [=["$0" "$@" 2>&1; echo "anuvad exit status $? end"]=])
+
+# anuvad_cli_test(NAME REGEX ARGS...): runs `anuvad ARGS...` from the repository root; passes
+# when the output matches REGEX (use "anuvad exit status N end" in it to pin the status).
+function(anuvad_cli_test name regex)
+  add_test(NAME cli.${name}
+           COMMAND sh -c "${ANUVAD_CLI_RUN}" $<TARGET_FILE:anuvad> ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(cli.${name} PROPERTIES
+    PASS_REGULAR_EXPRESSION "${regex}"
+    FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+    LABELS cli
+    TIMEOUT 20)
+endfunction()
+
+# --- Command line -----------------------------------------------------------------------------
+
+# No subcommand: CLI11 reports it and exits non-zero (but not with a signal).
+anuvad_cli_test(no_subcommand "[Ss]ubcommand.*anuvad exit status ([1-9]|[1-9][0-9]|1[01][0-9]|12[0-7]) end")
+
+# `train --help` lists every option the README documents, and exits 0.
+foreach(option --train-sets --valid-sets --model --config --seed --cpu-threads --after-epochs)
+  anuvad_cli_test(train_help${option} "[ ,]${option}[ =].*anuvad exit status 0 end" train --help)
+endforeach()
+
+# An unknown option is a usage error, not a crash.
+anuvad_cli_test(unknown_option "--no-such-option.*anuvad exit status [1-9][0-9]* end"
+                translate --no-such-option)
+
+# --- Model files ------------------------------------------------------------------------------
+
+anuvad_cli_test(translate_missing_model
+                "anuvad: error: /nonexistent\\.safetensors: [^\n]*\nanuvad exit status 1 end"
+                translate -m /nonexistent.safetensors hello)
+anuvad_cli_test(translate_text_file_as_model
+                "anuvad: error: [^\n]*tests/data/cli/tiny\\.tsv: not a safetensors file[^\n]*\nanuvad exit status 1 end"
+                translate -m ${ANUVAD_CLI_DATA}/tiny.tsv hello)
+anuvad_cli_test(score_missing_model "/nonexistent\\.safetensors.*anuvad exit status 1 end"
+                score -m /nonexistent.safetensors)
+
+# --- Training input errors (fail before any training) -----------------------------------------
+
+anuvad_cli_test(train_no_tab
+                "anuvad: error: [^\n]*bad_no_tab\\.tsv:3: no tab[^\n]*\nanuvad exit status 1 end"
+                train --train-sets ${ANUVAD_CLI_DATA}/bad_no_tab.tsv --no-valid
+                -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+anuvad_cli_test(train_bad_utf8
+                "anuvad: error: [^\n]*bad_utf8\\.tsv:3: invalid UTF-8[^\n]*\nanuvad exit status 1 end"
+                train --train-sets ${ANUVAD_CLI_DATA}/bad_utf8.tsv --no-valid
+                -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+anuvad_cli_test(train_bad_valid_set
+                "anuvad: error: [^\n]*bad_no_tab\\.tsv:3[^\n]*\nanuvad exit status 1 end"
+                train --train-sets ${ANUVAD_CLI_DATA}/tiny.tsv --valid-sets ${ANUVAD_CLI_DATA}/bad_no_tab.tsv
+                -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+anuvad_cli_test(train_missing_corpus
+                "anuvad: error: [^\n]*no_such_corpus\\.tsv[^\n]*\nanuvad exit status 1 end"
+                train --train-sets ${ANUVAD_CLI_DATA}/no_such_corpus.tsv --no-valid
+                -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+
+# --- End to end: train a tiny model, then use it ----------------------------------------------
+
+# Removes any model left by an earlier run first, so the tests below never see a stale file.
+add_test(NAME cli.train_tiny
+         COMMAND sh -c [=[rm -f "$1" && "$0" train --train-sets "$2" --config "$3" --after-epochs 2 --no-valid --seed 1 --src-vocab-size 60 --tgt-vocab-size 80 -q -m "$1" && test -s "$1"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.train_tiny PROPERTIES
+  FIXTURES_SETUP cli_tiny_model
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)
+
+function(anuvad_cli_model_test name regex)
+  anuvad_cli_test(${name} "${regex}" ${ARGN})
+  set_tests_properties(cli.${name} PROPERTIES FIXTURES_REQUIRED cli_tiny_model)
+endfunction()
+
+# Translating an argument succeeds (the words of a 2-epoch model are not checked).
+anuvad_cli_model_test(translate_tiny "anuvad exit status 0 end" translate -m ${ANUVAD_CLI_MODEL} hello)
+# --word-scores appends one non-positive log-probability per output token.
+anuvad_cli_model_test(translate_tiny_word_scores
+                      "\\|\\|\\| WordScores= -?[0-9]+\\.[0-9]+.*anuvad exit status 0 end"
+                      translate -m ${ANUVAD_CLI_MODEL} --word-scores --max-length 5 hello)
+
+# `score` prints a negative total log-probability for a src<TAB>tgt line.
+add_test(NAME cli.score_tiny
+         COMMAND sh -c [=[printf 'hello\tनमस्ते\n' | "$0" score -m "$1"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.score_tiny PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^-[0-9]+\\.[0-9]+\n$"
+  LABELS cli
+  TIMEOUT 20)
+
+# `score` of a line without a tab: an empty output line, an error naming <stdin>:2, exit 1,
+# and the other lines still scored.
+add_test(NAME cli.score_tiny_bad_line
+         COMMAND sh -c [=[printf 'hello\tनमस्ते\nno tab here\nhello\tनमस्ते\n' | "$0" score -m "$1" 2>&1; echo "anuvad exit status $? end"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.score_tiny_bad_line PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "<stdin>:2: expected exactly one tab.*anuvad exit status 1 end"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)
+
+# An empty line on stdin translates to an empty line (exactly one byte, "\n"), exit 0.
+add_test(NAME cli.translate_tiny_empty_line
+         COMMAND sh -c [=[printf '\n' | "$0" translate -m "$1" > "$2" && od -An -tx1 "$2" | tr -d ' \n' && echo " bytes"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${CMAKE_BINARY_DIR}/cli_empty_line.out
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.translate_tiny_empty_line PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^0a bytes\n$"
+  LABELS cli
+  TIMEOUT 20)
+
+# Lines on stdin give one output line each, the empty one in its place.
+add_test(NAME cli.translate_tiny_stdin_lines
+         COMMAND sh -c [=[printf 'hello\n\nThank you.\n' | "$0" translate -m "$1" --max-length 5 | awk 'END { print NR " lines" } NR == 2 { print "line 2 [" $0 "]" }']=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.translate_tiny_stdin_lines PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^line 2 \\[\\]\n3 lines\n$"
+  LABELS cli
+  TIMEOUT 20)
