@@ -11,16 +11,32 @@ void ModelConfig::validate() const {
   };
   require(src_vocab_size >= 5, "src_vocab_size must be at least 5");
   require(tgt_vocab_size >= 5, "tgt_vocab_size must be at least 5");
-  require(d_model > 0 && d_model % 2 == 0, "d_model must be positive and even");
+  require(src_vocab_size <= 10000000 && tgt_vocab_size <= 10000000, "vocabulary sizes must be at most 10,000,000");
+  require(d_model > 0 && d_model <= 65536 && d_model % 2 == 0, "d_model must be even and in [2, 65536]");
   require(n_heads > 0 && d_model % n_heads == 0, "n_heads must divide d_model");
-  require(d_ff > 0, "d_ff must be positive");
-  require(encoder_layers >= 1 && decoder_layers >= 1, "encoder_layers and decoder_layers must be >= 1");
+  require(d_ff > 0 && d_ff <= 1048576, "d_ff must be in [1, 1048576]");
+  require(encoder_layers >= 1 && decoder_layers >= 1 && encoder_layers <= 1000 && decoder_layers <= 1000,
+          "encoder_layers and decoder_layers must be in [1, 1000]");
   require(dropout >= 0 && dropout < 1, "dropout must be in [0, 1)");
   require(attention_dropout >= 0 && attention_dropout < 1, "attention_dropout must be in [0, 1)");
   require(ffn_dropout >= 0 && ffn_dropout < 1, "ffn_dropout must be in [0, 1)");
   require(norm == "pre" || norm == "post", "norm must be \"pre\" or \"post\"");
   require(max_positions >= 4 && max_positions <= 65536, "max_positions must be in [4, 65536]");
   require(layer_norm_eps > 0, "layer_norm_eps must be positive");
+}
+
+int64_t ModelConfig::parameter_count() const {
+  const int64_t d = d_model, f = d_ff;
+  const int64_t attention = 4 * (d * d + d);
+  const int64_t layer_norm = 2 * d;
+  const int64_t ffn = d * f + f + f * d + d;
+  const int64_t enc_layer = attention + ffn + 2 * layer_norm;
+  const int64_t dec_layer = 2 * attention + ffn + 3 * layer_norm;
+  int64_t n = int64_t(src_vocab_size) * d + int64_t(tgt_vocab_size) * d;
+  n += encoder_layers * enc_layer + decoder_layers * dec_layer;
+  if (pre_norm()) n += 2 * layer_norm;
+  if (!tie_output) n += int64_t(tgt_vocab_size) * d;
+  return n + tgt_vocab_size;
 }
 
 nlohmann::json ModelConfig::to_json() const {

@@ -1,6 +1,7 @@
 // Model file save/load (layout: include/anuvad/model_file.h, docs/model-format.md).
 #include "anuvad/model_file.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -79,6 +80,15 @@ TranslationModel load_model(const std::string& path) {
     throw ModelFileError(e.what());
   }
 
+  // Bound what a hostile config can make us allocate: at most the parameters stored in the file
+  // plus 16M (64 MiB); the per-tensor checks below then name any missing or misshapen tensor.
+  int64_t stored = 0;
+  for (const auto& [name, t] : f.tensors)
+    if (name != "tokenizer.src" && name != "tokenizer.tgt")
+      stored += static_cast<int64_t>(t.bytes.size()) / std::max(dtype_size(t.dtype), 1);
+  if (cfg.parameter_count() > stored + (int64_t(16) << 20))
+    throw ModelFileError(path + ": config implies " + std::to_string(cfg.parameter_count()) +
+                         " parameters but the file stores only " + std::to_string(stored));
   TranslationModel m;
   m.metadata = f.metadata;
   m.transformer = std::make_unique<Transformer>(cfg);

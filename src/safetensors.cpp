@@ -71,6 +71,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   const uint64_t file_size = static_cast<uint64_t>(file_size_signed);
   unsigned char le[8];
   in.read(reinterpret_cast<char*>(le), 8);
+  if (!in) throw IoError(path + ": cannot read the header size");
   uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i) header_size |= uint64_t(le[i]) << (8 * i);
   constexpr uint64_t kMaxHeader = 100u << 20;

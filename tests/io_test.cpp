@@ -1082,3 +1082,18 @@ TEST_CASE("model file: missing and non-model files", "[io][model_file]") {
   // A directory.
   CHECK_THROWS_AS(load_model(dir.path().string()), Error);
 }
+
+TEST_CASE("model file: a hostile config cannot make the loader allocate gigabytes", "[io][model_file]") {
+  const auto dir = std::filesystem::temp_directory_path() / "anuvad_io_hostile_config";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "hostile.safetensors").string();
+  anuvad::SafetensorsFile f;
+  f.metadata = {{"format", "anuvad"}, {"format_version", "1"},
+                {"config", R"({"d_model": 65536, "n_heads": 1, "d_ff": 1048576, "src_vocab_size": 10000000,
+                              "tgt_vocab_size": 10000000, "encoder_layers": 1000, "decoder_layers": 1000})"}};
+  f.tensors["tokenizer.src"] = {"U8", {1}, std::string(1, 'x')};
+  anuvad::write_safetensors(path, f);
+  CHECK_THROWS_AS(anuvad::load_model(path), anuvad::ModelFileError);
+  CHECK_THROWS_WITH(anuvad::load_model(path), Catch::Contains("config implies"));
+  std::filesystem::remove_all(dir);
+}

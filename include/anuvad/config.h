@@ -3,6 +3,7 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
+#include <cstdint>
 #include <string>
 
 namespace anuvad {
@@ -26,6 +27,9 @@ struct ModelConfig {
   double layer_norm_eps = 1e-5;
 
   bool pre_norm() const { return norm == "pre"; }
+  /// Number of scalar parameters the Transformer built from this config has (computed without
+  /// allocating anything, so a model file's config can be checked against its size first).
+  int64_t parameter_count() const;
   /// Throws ConfigError naming the field when a value is out of range.
   void validate() const;
   nlohmann::json to_json() const;
