@@ -117,3 +117,15 @@ std::vector<std::vector<double>> forced_scores(const Transformer& model,
 }
 
 }  // namespace anuvad
+
+namespace anuvad {
+
+std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
+                                                  const std::vector<std::vector<int32_t>>& sources,
+                                                  const DecodeOptions& opts) {
+  std::vector<std::vector<Hypothesis>> out;
+  for (Hypothesis& h : greedy_decode(model, sources, opts)) out.push_back({std::move(h)});
+  return out;
+}
+
+}  // namespace anuvad
