@@ -2,6 +2,7 @@
 // Derivation of the backward pass: docs/derivations.md §Attention.
 #include "anuvad/attention.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "anuvad/error.h"
@@ -34,7 +35,13 @@ void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
   const Index d_head = d_model / s.n_heads;
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(d_head));
   ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch) * s.n_queries, "attention: q has wrong rows");
-  ANUVAD_CHECK_SHAPE(k.rows() >= Index(s.batch - 1) * s.k_stride + s.n_keys &&
+  int n_kv_blocks = s.batch;
+  if (s.kv_index != nullptr) {
+    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) == s.batch, "attention: kv_index size");
+    n_kv_blocks = 0;
+    for (int i : *s.kv_index) n_kv_blocks = std::max(n_kv_blocks, i + 1);
+  }
+  ANUVAD_CHECK_SHAPE(k.rows() >= Index(n_kv_blocks - 1) * s.k_stride + s.n_keys &&
                          v.rows() == k.rows() && k.cols() == d_model && v.cols() == d_model,
                      "attention: k/v have wrong shape");
   probs.resize(Index(s.batch) * s.n_heads * s.n_queries, s.n_keys);
@@ -43,9 +50,10 @@ void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
 #pragma omp parallel for schedule(static) if (n_pairs > 1)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
+    const Index kv = s.kv_index ? (*s.kv_index)[b] : b;
     const auto qb = q.block(Index(b) * s.n_queries, h * d_head, s.n_queries, d_head);
-    const auto kb = k.block(Index(b) * s.k_stride, h * d_head, s.n_keys, d_head);
-    const auto vb = v.block(Index(b) * s.k_stride, h * d_head, s.n_keys, d_head);
+    const auto kb = k.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
+    const auto vb = v.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
     auto p = probs.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
     p.noalias() = qb * kb.transpose();
     p *= scale;

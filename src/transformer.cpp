@@ -271,29 +271,56 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
 // Incremental decoding with a key/value cache
 
 DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_len,
-                                         const std::vector<int>& src_lengths,
-                                         int capacity) const {
+                                         const std::vector<int>& src_lengths, int capacity,
+                                         int beam_size) const {
   ANUVAD_CHECK_SHAPE(memory.rows() == Index(batch) * src_len && memory.cols() == cfg_.d_model,
                      "begin_decoding: memory must be [B·S, d_model]");
   ANUVAD_CHECK_SHAPE(capacity >= 1 && capacity <= cfg_.max_positions,
                      "begin_decoding: capacity " + std::to_string(capacity) +
                          " outside [1, max_positions]");
+  ANUVAD_CHECK_SHAPE(beam_size >= 1, "begin_decoding: beam_size must be at least 1");
   DecoderState st;
-  st.batch = batch;
+  st.batch = batch * beam_size;
   st.capacity = capacity;
   st.src_len = src_len;
-  st.src_lengths = src_lengths;
+  for (int b = 0; b < batch; ++b)
+    for (int k = 0; k < beam_size; ++k) {
+      st.src_lengths.push_back(src_lengths[b]);
+      st.row_source.push_back(b);
+    }
   st.layers.resize(decoder_.size());
   st.last_self_probs.resize(decoder_.size());
   st.last_cross_probs.resize(decoder_.size());
   for (size_t l = 0; l < decoder_.size(); ++l) {
     DecoderLayerState& ls = st.layers[l];
-    ls.self_k.setZero(Index(batch) * capacity, cfg_.d_model);
-    ls.self_v.setZero(Index(batch) * capacity, cfg_.d_model);
+    ls.self_k.setZero(Index(st.batch) * capacity, cfg_.d_model);
+    ls.self_v.setZero(Index(st.batch) * capacity, cfg_.d_model);
     decoder_[l].cross_attn.k_proj.forward(memory, ls.cross_k);
     decoder_[l].cross_attn.v_proj.forward(memory, ls.cross_v);
   }
   return st;
+}
+
+void DecoderState::select_rows(const std::vector<int>& parents) {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(parents.size()) == batch, "select_rows: one parent per row");
+  bool identity = true;
+  for (int r = 0; r < batch; ++r) {
+    ANUVAD_CHECK_SHAPE(parents[r] >= 0 && parents[r] < batch &&
+                           row_source[parents[r]] == row_source[r],
+                       "select_rows: parent of another sentence");
+    identity = identity && parents[r] == r;
+  }
+  if (identity || length == 0) return;
+  Mat gathered;
+  for (DecoderLayerState& ls : layers) {
+    for (Mat* m : {&ls.self_k, &ls.self_v}) {
+      gathered.resize(m->rows(), m->cols());
+      for (int r = 0; r < batch; ++r)
+        gathered.middleRows(Index(r) * capacity, length) =
+            m->middleRows(Index(parents[r]) * capacity, length);
+      m->swap(gathered);
+    }
+  }
 }
 
 void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& st,
@@ -336,7 +363,7 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
         x, layer.cross_attn_norm, cfg_.pre_norm(), 0, no_dropout,
         [&](const Mat& in, Mat& out) {
           layer.cross_attn.q_proj.forward(in, ac.q);
-          const AttentionShape shape{st.batch, 1, st.src_len, n_heads, st.src_len};
+          const AttentionShape shape{st.batch, 1, st.src_len, n_heads, st.src_len, &st.row_source};
           const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
           scaled_dot_product_attention(ac.q, ls.cross_k, ls.cross_v, shape, mask, drop_none,
                                        st.last_cross_probs[l], ac.ctx);

@@ -37,12 +37,15 @@ struct AttentionMask {
 /// The sizes of one attention call: B sentences, Tq queries and Tk keys each, H heads.
 /// Query rows of sentence b are b·Tq.. in Q; key/value rows are b·k_stride.. in K and V
 /// (k_stride = Tk for a training pass; the cache capacity for incremental decoding).
+/// kv_index (optional, [B]) maps query sentence b to the key/value block kv_index[b]: beams of
+/// one sentence share that sentence's cross-attention keys and values without copies.
 struct AttentionShape {
   int batch = 0;
   int n_queries = 0;
   int n_keys = 0;
   int n_heads = 0;
   int k_stride = 0;
+  const std::vector<int>* kv_index = nullptr;
 };
 
 /// Fused masked softmax and weighted sum for every (sentence, head), in parallel with OpenMP.

@@ -93,13 +93,19 @@ struct DecoderLayerState {
   Mat cross_k, cross_v;  ///< [B·S, D] projected once from memory
 };
 
-/// State of the incremental decoder for B sentences decoded in lockstep.
+/// State of the incremental decoder: `batch` rows (hypotheses) decoded in lockstep, row r
+/// belonging to source sentence row_source[r] (beam search has beam_size rows per sentence).
 struct DecoderState {
-  int batch = 0;
+  int batch = 0;     ///< rows = sentences × beam_size
   int capacity = 0;  ///< maximum target positions (BOS included)
   int length = 0;    ///< tokens already fed = absolute position of the next token
   int src_len = 0;   ///< S
-  std::vector<int> src_lengths;
+  std::vector<int> src_lengths;  ///< [rows] real source tokens of each row's sentence
+  std::vector<int> row_source;   ///< [rows] sentence of each row (index into memory blocks)
+  /// Reorders the self-attention cache for beam search: new row r continues old row
+  /// parents[r] (rows are gathered; cross-attention K/V stay shared per sentence).
+  /// Throws ShapeError when a parent belongs to another sentence.
+  void select_rows(const std::vector<int>& parents);
   std::vector<DecoderLayerState> layers;
   /// Attention weights of the last step, per layer: self [B·H, length], cross [B·H, S].
   std::vector<Mat> last_self_probs, last_cross_probs;
@@ -137,9 +143,11 @@ class Transformer {
   void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
 
   /// Starts incremental decoding over memory [B·S, D]: projects cross-attention K/V once per
-  /// layer and allocates the self-attention cache for `capacity` target positions.
+  /// layer and sentence, and allocates the self-attention cache of B·beam_size rows for
+  /// `capacity` target positions.
   DecoderState begin_decoding(const Mat& memory, int batch, int src_len,
-                              const std::vector<int>& src_lengths, int capacity) const;
+                              const std::vector<int>& src_lengths, int capacity,
+                              int beam_size = 1) const;
   /// Feeds one token per sentence (tokens [B], at absolute position state.length) and returns
   /// logits [B, V] for the next token. Throws ShapeError when the cache is full.
   void decode_step(const std::vector<int32_t>& tokens, DecoderState& state, Mat& logits) const;
