@@ -1,11 +1,13 @@
 // `anuvad translate` (greedy autoregressive decoding with the KV cache) and `anuvad score`
 // (forced decoding of given translations).
 #include <omp.h>
+#include <unistd.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <sstream>
 
 #include "anuvad/corpus.h"
@@ -23,6 +25,11 @@ struct TranslateOptions {
   std::vector<std::string> sentences;
   DecodeOptions decode;
   bool word_scores = false;
+  bool n_best = false;
+  int mini_batch = 16;
+  int maxi_batch = 100;
+  std::string alignment;    ///< "", "hard", "soft" or a threshold in (0, 1]
+  int alignment_layer = -1; ///< decoder layer (0-based) whose heads are averaged; −1 = last
   int cpu_threads = 0;
 };
 
@@ -53,33 +60,145 @@ std::vector<int32_t> encode_source(const TranslationModel& m, const std::string&
   return ids;
 }
 
+/// Cross-attention of `layer` averaged over heads: [T, S] (T output tokens incl. EOS).
+Mat head_average(const Hypothesis& h, int layer, int n_heads) {
+  const Mat& c = h.attention.cross.at(static_cast<size_t>(layer));
+  const Index T = c.rows() / n_heads;
+  Mat avg = Mat::Zero(T, c.cols());
+  for (int hd = 0; hd < n_heads; ++hd) avg += c.middleRows(Index(hd) * T, T);
+  return avg / static_cast<Scalar>(n_heads);
+}
+
+/// Alignment field on subword positions (source EOS and target EOS excluded):
+///   hard: "s-t" for each target token t and its most attended source token s (Pharaoh);
+///   THRESHOLD: every "s-t" whose weight is ≥ THRESHOLD;
+///   soft: for each target token, its weights over the source tokens, comma-separated.
+std::string format_alignment(const Hypothesis& h, const TranslateOptions& o, int n_heads, int layer) {
+  const Mat a = head_average(h, layer, n_heads);
+  const Index n_tgt = static_cast<Index>(h.tokens.size());
+  const Index n_src = a.cols() - 1;  // without EOS
+  std::ostringstream out;
+  out.setf(std::ios::fixed);
+  if (o.alignment == "soft") {
+    out.precision(4);
+    for (Index t = 0; t < n_tgt; ++t) {
+      if (t) out << ' ';
+      for (Index s = 0; s < n_src; ++s) out << (s ? "," : "") << a(t, s);
+    }
+    return out.str();
+  }
+  const bool hard = o.alignment == "hard";
+  const double threshold = hard ? 0 : std::stod(o.alignment);
+  bool first = true;
+  for (Index t = 0; t < n_tgt && n_src > 0; ++t) {
+    Index best = 0;
+    for (Index s = 0; s < n_src; ++s) {
+      if (hard) {
+        if (a(t, s) > a(t, best)) best = s;
+      } else if (a(t, s) >= threshold) {
+        out << (first ? "" : " ") << s << '-' << t;
+        first = false;
+      }
+    }
+    if (hard) {
+      out << (first ? "" : " ") << best << '-' << t;
+      first = false;
+    }
+  }
+  return out.str();
+}
+
+/// One input sentence: its text, where it came from, and an error (then it is not translated).
+struct InputLine {
+  std::string text;
+  std::string where;
+  std::string error;
+};
+
 void run_translate(const TranslateOptions& o) {
   if (o.cpu_threads > 0) omp_set_num_threads(o.cpu_threads);
+  if (!o.alignment.empty() && o.alignment != "hard" && o.alignment != "soft") {
+    char* end = nullptr;
+    const double th = std::strtod(o.alignment.c_str(), &end);
+    if (end == o.alignment.c_str() || *end != '\0' || !(th > 0 && th <= 1))
+      throw ConfigError("--alignment must be hard, soft or a threshold in (0, 1], got \"" + o.alignment + "\"");
+  }
+  if (o.decode.n_best > o.decode.beam_size && o.n_best)
+    throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
   const TranslationModel m = load_model(o.model_path);
-  auto translate_one = [&](const std::string& text, const std::string& where) {
-    const std::string why = check_text(text);
-    if (!why.empty()) {
-      std::cerr << "anuvad: error: " << where << ": " << why << " (line skipped)" << std::endl;
-      exit_code() = 1;
-      std::cout << "\n" << std::flush;
-      return;
+  const ModelConfig& cfg = m.transformer->config();
+  const int layer = o.alignment_layer < 0 ? cfg.decoder_layers + o.alignment_layer : o.alignment_layer;
+  if (layer < 0 || layer >= cfg.decoder_layers)
+    throw ConfigError("--alignment-layer must name a decoder layer in [0, " +
+                      std::to_string(cfg.decoder_layers - 1) + "] or -1 for the last");
+  DecodeOptions dopts = o.decode;
+  dopts.n_best = o.n_best ? dopts.beam_size : 1;
+  dopts.return_attention = !o.alignment.empty();
+  size_t sentence_id = 0;
+
+  // Translates lines (in input order on output): sorted by length, cut into mini-batches.
+  auto translate_lines = [&](const std::vector<InputLine>& lines) {
+    std::vector<std::vector<int32_t>> src(lines.size());
+    for (size_t i = 0; i < lines.size(); ++i)
+      if (lines[i].error.empty()) src[i] = encode_source(m, lines[i].text, lines[i].where);
+    std::vector<size_t> order(lines.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return src[a].size() < src[b].size(); });
+    std::vector<std::vector<Hypothesis>> result(lines.size());
+    for (size_t start = 0; start < order.size(); start += size_t(o.mini_batch)) {
+      const size_t stop = std::min(order.size(), start + size_t(o.mini_batch));
+      std::vector<std::vector<int32_t>> batch;
+      for (size_t j = start; j < stop; ++j) batch.push_back(src[order[j]]);
+      auto hyps = decode_batch(*m.transformer, batch, dopts);
+      for (size_t j = start; j < stop; ++j) result[order[j]] = std::move(hyps[j - start]);
     }
-    const auto src = encode_source(m, text, where);
-    const Hypothesis h = greedy_decode(*m.transformer, {src}, o.decode)[0];
-    std::cout << m.tgt_tokenizer->decode(h.tokens);
-    if (o.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
-    std::cout << "\n" << std::flush;
+    for (size_t i = 0; i < lines.size(); ++i, ++sentence_id) {
+      if (!lines[i].error.empty()) {
+        std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
+        exit_code() = 1;
+        std::cout << "\n";
+        continue;
+      }
+      for (const Hypothesis& h : result[i]) {
+        if (o.n_best) std::cout << sentence_id << " ||| ";
+        std::cout << m.tgt_tokenizer->decode(h.tokens);
+        if (!o.alignment.empty()) std::cout << " ||| " << format_alignment(h, o, cfg.n_heads, layer);
+        if (o.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
+        if (o.n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
+        std::cout << "\n";
+        if (!o.n_best) break;
+      }
+    }
+    std::cout << std::flush;
+  };
+
+  auto make_line = [](std::string text, std::string where) {
+    InputLine l{std::move(text), std::move(where), {}};
+    l.error = check_text(l.text);
+    return l;
   };
   if (!o.sentences.empty()) {
+    std::vector<InputLine> lines;
     for (size_t i = 0; i < o.sentences.size(); ++i)
-      translate_one(o.sentences[i], "argument " + std::to_string(i + 1));
+      lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1)));
+    translate_lines(lines);
     return;
   }
+  // Interactive input (a terminal) or --mini-batch 1 is answered line by line; otherwise
+  // up to maxi-batch × mini-batch lines are read, sorted by length and translated in batches.
+  const bool streaming = ::isatty(STDIN_FILENO) || o.mini_batch == 1;
+  const size_t chunk = streaming ? 1 : size_t(o.mini_batch) * size_t(o.maxi_batch);
+  std::vector<InputLine> pending;
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     clean_line(line, n == 1);
-    translate_one(line, "<stdin>:" + std::to_string(n));
+    pending.push_back(make_line(line, "<stdin>:" + std::to_string(n)));
+    if (pending.size() >= chunk) {
+      translate_lines(pending);
+      pending.clear();
+    }
   }
+  if (!pending.empty()) translate_lines(pending);
 }
 
 void run_score(const ScoreOptions& o) {
@@ -124,6 +243,15 @@ void setup_translate(CLI::App& app) {
       "translate", "Translate English sentences to Hindi (arguments, or stdin one sentence per line)");
   sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
   sub->add_option("sentences", o->sentences, "Sentences to translate (default: read stdin)");
+  sub->add_option("-b,--beam-size", o->decode.beam_size, "Beam size (1 = greedy search)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  sub->add_option("-n,--normalize", o->decode.normalize,
+                  "Length normalisation α: rank hypotheses by score / (target tokens incl. EOS)^α")
+      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  sub->add_option("--word-penalty", o->decode.word_penalty,
+                  "Added to a hypothesis score once per target token (incl. EOS)")->capture_default_str();
+  sub->add_flag("--n-best", o->n_best,
+                "Print all beam-size hypotheses: ID ||| translation ||| F0= score ||| normalized score");
   sub->add_option("--max-length-factor", o->decode.max_length_factor,
                   "Output at most FACTOR·(source subwords + 1) + 10 subwords")
       ->capture_default_str()->check(CLI::PositiveNumber);
@@ -132,6 +260,16 @@ void setup_translate(CLI::App& app) {
   sub->add_flag("--allow-unk", o->decode.allow_unk, "Allow the decoder to produce <unk>");
   sub->add_flag("--word-scores", o->word_scores,
                 "Append ' ||| WordScores= ' and the log-probability of each output token (EOS included)");
+  sub->add_option("--mini-batch", o->mini_batch, "Sentences decoded together (1 = line by line)")
+      ->capture_default_str()->check(CLI::Range(1, 4096));
+  sub->add_option("--maxi-batch", o->maxi_batch,
+                  "Mini-batches read ahead and sorted by length before decoding")
+      ->capture_default_str()->check(CLI::Range(1, 10000));
+  sub->add_option("--alignment", o->alignment,
+                  "Append ' ||| ' and a word alignment: hard, soft, or a threshold in (0, 1] "
+                  "(subword positions, from cross-attention averaged over heads)");
+  sub->add_option("--alignment-layer", o->alignment_layer,
+                  "Decoder layer (0-based) for --alignment; -1 = last")->capture_default_str();
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
   sub->callback([o] { run_translate(*o); });
 }
