@@ -1,0 +1,26 @@
+# End to end on the bundled corpus: the README's main job (train the default model on data/,
+# about a minute on 2 cores), then checks of what it must reach.
+set(ANUVAD_E2E_MODEL ${CMAKE_BINARY_DIR}/e2e_default.safetensors)
+add_test(NAME e2e.train_default
+  COMMAND $<TARGET_FILE:anuvad> train -q --disp-freq 0 -m ${ANUVAD_E2E_MODEL}
+  WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(e2e.train_default PROPERTIES FIXTURES_SETUP e2e_default_model TIMEOUT 900 LABELS e2e)
+
+add_test(NAME e2e.exact_match_train_at_least_90_percent
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/exact_match.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+          ${PROJECT_SOURCE_DIR}/data/train.tsv 90)
+add_test(NAME e2e.how_are_you_prints_devanagari
+  COMMAND $<TARGET_FILE:anuvad> translate -m ${ANUVAD_E2E_MODEL} "How are you?")
+set_tests_properties(e2e.how_are_you_prints_devanagari PROPERTIES PASS_REGULAR_EXPRESSION "[ऀ-ॿ]")
+add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+          ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-4)
+add_test(NAME e2e.batched_translation_equals_line_by_line
+  COMMAND bash -c "cut -f1 '${PROJECT_SOURCE_DIR}/data/dev.tsv' > dev.src && \
+    '$<TARGET_FILE:anuvad>' translate -m '${ANUVAD_E2E_MODEL}' -b 4 --mini-batch 1 < dev.src > one.txt && \
+    '$<TARGET_FILE:anuvad>' translate -m '${ANUVAD_E2E_MODEL}' -b 4 --mini-batch 32 < dev.src > batched.txt && \
+    cmp one.txt batched.txt && echo identical"
+  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+set_tests_properties(e2e.exact_match_train_at_least_90_percent e2e.how_are_you_prints_devanagari
+  e2e.translate_and_score_word_scores_agree_on_dev e2e.batched_translation_equals_line_by_line
+  PROPERTIES FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
