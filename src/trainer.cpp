@@ -5,17 +5,21 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <numeric>
 
 #include "anuvad/adam.h"
 #include "anuvad/corpus.h"
+#include "anuvad/decode.h"
 #include "anuvad/error.h"
 #include "anuvad/loss.h"
+#include "anuvad/metrics.h"
 #include "anuvad/model_file.h"
 
 namespace anuvad {
@@ -47,27 +51,83 @@ void check_gradients(const ParamRegistry& reg, int64_t step) {
                          " is NaN or Inf; training stopped, the last saved model is kept");
 }
 
-std::string best_model_path(const std::string& model_path) {
-  std::filesystem::path p(model_path);
-  std::string stem = p.stem().string();
-  return (p.parent_path() / (stem + ".best-cross-entropy" + p.extension().string())).string();
+bool lower_is_better(const std::string& metric) {
+  return metric == "cross-entropy" || metric == "perplexity";
+}
+
+bool needs_translation(const TrainOptions& o) {
+  if (!o.valid_translation_output.empty()) return true;
+  for (const auto& m : o.valid_metrics)
+    if (m == "chrf" || m == "bleu") return true;
+  return false;
+}
+
+/// "cross-entropy 3.1234 nats/token", "chrf 21.37", ...
+std::string format_metric(const std::string& metric, double v) {
+  char buf[96];
+  if (metric == "cross-entropy")
+    std::snprintf(buf, sizeof buf, "cross-entropy %.4f nats/token", v);
+  else
+    std::snprintf(buf, sizeof buf, "%s %.2f", metric.c_str(), v);
+  return buf;
+}
+
+void write_lines(const std::string& path, const std::vector<std::string>& lines) {
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  if (!out) throw IoError(path + ": cannot write the validation translations");
+  for (const auto& l : lines) out << l << '\n';
+  if (!out.flush()) throw IoError(path + ": write failed");
 }
 
 }  // namespace
 
+const std::vector<std::string>& valid_metric_names() {
+  static const std::vector<std::string> names{"cross-entropy", "perplexity", "chrf", "bleu"};
+  return names;
+}
+
+std::string best_model_path(const std::string& model_path, const std::string& metric) {
+  std::filesystem::path p(model_path);
+  std::string stem = p.stem().string();
+  return (p.parent_path() / (stem + ".best-" + metric + p.extension().string())).string();
+}
+
+std::vector<std::string> translate_examples(const Transformer& model,
+                                            const std::vector<Example>& examples,
+                                            const Tokenizer& tgt, int mini_batch) {
+  std::vector<size_t> order(examples.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return examples[a].src.size() < examples[b].src.size();
+  });
+  const size_t step = static_cast<size_t>(std::max(mini_batch, 1));
+  std::vector<std::string> out(examples.size());
+  const DecodeOptions greedy;  // beam 1, the default length limits
+  for (size_t begin = 0; begin < order.size(); begin += step) {
+    const size_t end = std::min(order.size(), begin + step);
+    std::vector<std::vector<int32_t>> sources;
+    for (size_t k = begin; k < end; ++k) sources.push_back(examples[order[k]].src);
+    const auto hyps = decode_batch(model, sources, greedy);
+    for (size_t k = begin; k < end; ++k) out[order[k]] = tgt.decode(hyps[k - begin].at(0).tokens);
+  }
+  return out;
+}
+
 std::vector<Example> make_examples(const std::vector<std::pair<std::string, std::string>>& pairs,
                                    const Tokenizer& src, const Tokenizer& tgt, int max_tokens,
-                                   int* skipped) {
+                                   int* skipped, std::vector<size_t>* kept) {
   std::vector<Example> out;
   out.reserve(pairs.size());
+  if (kept) kept->clear();
   int n_skipped = 0;
-  for (const auto& [s, t] : pairs) {
-    Example e{src.encode(s), tgt.encode(t)};
+  for (size_t i = 0; i < pairs.size(); ++i) {
+    Example e{src.encode(pairs[i].first), tgt.encode(pairs[i].second)};
     if (static_cast<int>(e.src.size()) > max_tokens || static_cast<int>(e.tgt.size()) > max_tokens) {
       ++n_skipped;
       continue;
     }
     out.push_back(std::move(e));
+    if (kept) kept->push_back(i);
   }
   if (skipped) *skipped = n_skipped;
   return out;
@@ -96,10 +156,29 @@ double evaluate_cross_entropy(const Transformer& model, const std::vector<Exampl
 
 TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const std::vector<Example>& valid_examples, const TrainOptions& opts,
-                const SaveCallback& save) {
+                const SaveCallback& save, const ValidationText* valid_text) {
   if (train_examples.empty()) throw DataError("training corpus has no usable sentence pairs");
   if (opts.after_epochs <= 0 && opts.after_steps <= 0)
     throw ConfigError("set --after-epochs or --after-steps: training needs a stopping point");
+  if (opts.valid_metrics.empty()) throw ConfigError("--valid-metrics: at least one metric is needed");
+  for (size_t i = 0; i < opts.valid_metrics.size(); ++i) {
+    const std::string& m = opts.valid_metrics[i];
+    const auto& names = valid_metric_names();
+    if (std::find(names.begin(), names.end(), m) == names.end())
+      throw ConfigError("--valid-metrics: unknown metric '" + m +
+                        "' (cross-entropy, perplexity, chrf or bleu)");
+    if (std::find(opts.valid_metrics.begin(), opts.valid_metrics.begin() + i, m) !=
+        opts.valid_metrics.begin() + i)
+      throw ConfigError("--valid-metrics: '" + m + "' is listed twice");
+  }
+  if (opts.early_stopping < 0) throw ConfigError("--early-stopping must be ≥ 0");
+  const bool translate = !valid_examples.empty() && needs_translation(opts);
+  if (translate && (valid_text == nullptr || valid_text->tgt_tokenizer == nullptr ||
+                    valid_text->references.size() != valid_examples.size()))
+    throw ConfigError("chrf/bleu validation and --valid-translation-output need the target "
+                      "tokenizer and one reference per validation example");
+  if (translate && !opts.valid_translation_output.empty())
+    write_lines(opts.valid_translation_output, {});  // fail now, not after the first interval
   TrainResult result;
   result.best_valid_cross_entropy = std::numeric_limits<double>::quiet_NaN();
   result.best_valid_perplexity = std::numeric_limits<double>::quiet_NaN();
@@ -112,6 +191,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   const auto t0 = Clock::now();
   int64_t step = 0, tokens_total = 0;
   double best_ce = std::numeric_limits<double>::infinity();
+  int stalled = 0;  // validations since the first metric last improved
 
   // Batches per epoch, for the ETA (bucketing gives nearly the same count every epoch).
   Rng probe_rng(opts.seed);
@@ -121,19 +201,68 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                                                 : std::numeric_limits<int64_t>::max();
   if (opts.after_steps > 0) planned_steps = std::min(planned_steps, opts.after_steps);
 
-  auto validate = [&]() {
-    if (valid_examples.empty()) return;
-    const double ce = evaluate_cross_entropy(model, valid_examples, opts.batch_tokens);
-    const bool better = ce < best_ce;
-    if (live) std::fprintf(stderr, "\r\033[K");
-    spdlog::info("valid step {} | cross-entropy {:.4f} nats/token | perplexity {:.2f}{}", step, ce,
-                 std::exp(ce), better ? " | new best" : "");
-    if (better) {
+  // One validation: every metric of opts.valid_metrics, one log line, the best model of each
+  // improved metric saved. Uses no random numbers (the training RNG is untouched). Returns true
+  // when early stopping says training should end.
+  auto validate = [&]() -> bool {
+    if (valid_examples.empty()) return false;
+    ValidationResult v;
+    v.step = step;
+    const auto& metrics = opts.valid_metrics;
+    const bool want_ce = std::find(metrics.begin(), metrics.end(), "cross-entropy") != metrics.end() ||
+                         std::find(metrics.begin(), metrics.end(), "perplexity") != metrics.end();
+    double ce = std::numeric_limits<double>::quiet_NaN();
+    if (want_ce) ce = evaluate_cross_entropy(model, valid_examples, opts.batch_tokens);
+    std::vector<std::string> hyps;
+    if (translate) {
+      hyps = translate_examples(model, valid_examples, *valid_text->tgt_tokenizer, opts.valid_mini_batch);
+      if (!opts.valid_translation_output.empty()) write_lines(opts.valid_translation_output, hyps);
+    }
+    for (const auto& m : metrics) {
+      double x = 0;
+      if (m == "cross-entropy") x = ce;
+      else if (m == "perplexity") x = std::exp(ce);
+      else if (m == "chrf") x = corpus_chrf(hyps, valid_text->references).score;
+      else if (m == "bleu") x = corpus_bleu(hyps, valid_text->references).score;
+      v.scores[m] = x;
+      const auto it = result.best_valid.find(m);
+      const bool better = it == result.best_valid.end() ||
+                          (lower_is_better(m) ? x < it->second : x > it->second);
+      if (better) {
+        result.best_valid[m] = x;
+        v.improved.push_back(m);
+      }
+    }
+    if (want_ce && ce < best_ce) {
       best_ce = ce;
       result.best_valid_cross_entropy = ce;
       result.best_valid_perplexity = std::exp(ce);
-      if (save) save("best", result);
     }
+    const bool first_improved = !v.improved.empty() && v.improved.front() == metrics.front();
+    stalled = first_improved ? 0 : stalled + 1;
+
+    std::string line = "valid step " + std::to_string(step);
+    for (const auto& m : metrics) line += " | " + format_metric(m, v.scores[m]);
+    // The perplexity of the cross-entropy is free: shown even when not listed.
+    if (want_ce && std::find(metrics.begin(), metrics.end(), "perplexity") == metrics.end())
+      line += " | " + format_metric("perplexity", std::exp(ce));
+    if (!v.improved.empty()) {
+      line += " | new best";
+      if (metrics.size() > 1) {
+        line += ":";
+        for (size_t i = 0; i < v.improved.size(); ++i) line += (i ? ", " : " ") + v.improved[i];
+      }
+    }
+    if (stalled > 0) {
+      line += " | stalled " + std::to_string(stalled) + "x";
+      if (opts.early_stopping > 0) line += " of " + std::to_string(opts.early_stopping);
+    }
+    if (live) std::fprintf(stderr, "\r\033[K");
+    spdlog::info("{}", line);
+    result.validations.push_back(v);
+    if (save)
+      for (const auto& m : v.improved) save("best-" + m, result);
+    return opts.early_stopping > 0 && stalled >= opts.early_stopping;
   };
 
   bool stop = false;
@@ -180,7 +309,13 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
         spdlog::info("epoch {} | step {} | loss {:.4f} | lr {:.2e} | {:.0f} tgt tok/s | elapsed {} | ETA {}",
                      epoch, step, loss, lr, tps, hms(elapsed), hms(eta));
       }
-      if (opts.valid_freq > 0 && step % opts.valid_freq == 0) validate();
+      if (opts.valid_freq > 0 && step % opts.valid_freq == 0 && validate()) {
+        spdlog::info("early stopping: {} {} validations without improvement of {}", step,
+                     opts.early_stopping, opts.valid_metrics.front());
+        result.early_stopped = true;
+        stop = true;
+        break;
+      }
       if (opts.after_steps > 0 && step >= opts.after_steps) {
         stop = true;
         break;
@@ -190,7 +325,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
     result.epoch_losses.push_back(epoch_loss / static_cast<double>(std::max<int64_t>(epoch_tokens, 1)));
   }
   if (live) std::fprintf(stderr, "\r\033[K");
-  if (opts.valid_freq <= 0 || step % opts.valid_freq != 0) validate();
+  if (opts.valid_freq <= 0 || step % opts.valid_freq != 0) validate();  // (never after an early stop)
   result.steps = step;
   result.seconds = seconds_since(t0);
   result.tgt_tokens_per_second = tokens_total / std::max(result.seconds, 1e-9);

@@ -1,9 +1,12 @@
 // `anuvad train`: SentencePiece training, then parallel teacher forcing over length-bucketed
 // batches with label-smoothed cross-entropy, Adam, warm-up + inverse-sqrt decay, gradient
-// clipping and periodic validation (dev cross-entropy per target token and perplexity).
+// clipping and periodic validation (Marian's --valid-metrics: dev cross-entropy per target
+// token, perplexity, and chrF2 / BLEU of greedy translations), keeping the best model per metric
+// and stopping early when the first metric stalls.
 #pragma once
 
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -30,10 +33,25 @@ struct TrainOptions {
   double label_smoothing = 0.1;
   double clip_norm = 1.0;       ///< 0 = no clipping
   int valid_freq = 500;         ///< validate every this many updates (and at the end)
+  /// Validation metrics, any of "cross-entropy", "perplexity", "chrf" (chrF2), "bleu" (BLEU,
+  /// 13a+danda); the first one decides early stopping. Each keeps its best model as
+  /// <stem>.best-<metric>.safetensors.
+  std::vector<std::string> valid_metrics{"cross-entropy"};
+  int early_stopping = 0;       ///< stop after N validations without improvement of the first metric (0 = never)
+  std::string valid_translation_output;  ///< file for the greedy translations of the last validation
+  int valid_mini_batch = 32;    ///< sentences per decode_batch call when translating the validation set
   int disp_freq = 100;          ///< log a line every this many updates
   int src_vocab_size = 1000;
   int tgt_vocab_size = 1000;
   bool quiet = false;           ///< no live progress line
+};
+
+/// One validation: its step and the value of every metric in TrainOptions::valid_metrics
+/// (cross-entropy in nats per target token, chrf and bleu on 0..100).
+struct ValidationResult {
+  int64_t step = 0;
+  std::map<std::string, double> scores;
+  std::vector<std::string> improved;  ///< metrics that reached a new best here
 };
 
 /// Summary of a finished run (also logged).
@@ -46,7 +64,26 @@ struct TrainResult {
   double best_valid_cross_entropy = 0;  ///< nats per target token (NaN without validation)
   double best_valid_perplexity = 0;
   std::vector<double> epoch_losses;     ///< mean training loss per epoch
+  std::vector<ValidationResult> validations;  ///< every validation, in order
+  std::map<std::string, double> best_valid;   ///< best value of each validation metric
+  bool early_stopped = false;           ///< training ended by --early-stopping
 };
+
+/// What chrf/bleu validation needs besides the tokenised examples: the target tokenizer (to
+/// detokenize greedy translations) and the reference text of each validation example.
+struct ValidationText {
+  const Tokenizer* tgt_tokenizer = nullptr;
+  std::vector<std::string> references;  ///< aligned with the validation examples
+};
+
+/// Validation metric names accepted in TrainOptions::valid_metrics.
+const std::vector<std::string>& valid_metric_names();
+
+/// Greedy translations (detokenized with `tgt`) of the sources of `examples`, decoded
+/// `mini_batch` sentences at a time in order of source length; results are in input order.
+std::vector<std::string> translate_examples(const Transformer& model,
+                                            const std::vector<Example>& examples,
+                                            const Tokenizer& tgt, int mini_batch);
 
 /// Mean cross-entropy per target token (no smoothing, no dropout) of `examples`, batched by
 /// `batch_tokens`: nats per token.
@@ -54,26 +91,32 @@ double evaluate_cross_entropy(const Transformer& model, const std::vector<Exampl
                               int batch_tokens);
 
 /// Tokenises pairs into examples; pairs whose source or target has more than max_tokens
-/// subwords are skipped (counted in *skipped).
+/// subwords are skipped (counted in *skipped; the indices of the pairs kept go to *kept).
 std::vector<Example> make_examples(const std::vector<std::pair<std::string, std::string>>& pairs,
                                    const Tokenizer& src, const Tokenizer& tgt, int max_tokens,
-                                   int* skipped);
+                                   int* skipped, std::vector<size_t>* kept = nullptr);
 
-/// Called by fit() when a model should be saved: "best" (new best dev cross-entropy) or
-/// "final" (end of training).
+/// Called by fit() when a model should be saved: "best-<metric>" (a new best value of that
+/// validation metric, e.g. "best-cross-entropy", "best-chrf") or "final" (end of training).
 using SaveCallback = std::function<void(const std::string& which, const TrainResult& so_far)>;
 
 /// The training loop on already tokenised data (used by train() and by the tests): epochs of
 /// bucketed batches, forward, loss, backward, NaN check, clipping, Adam. Deterministic for a
-/// given opts.seed and thread count. Throws NumericError naming the step and tensor when the
-/// loss or a gradient is not finite.
+/// given opts.seed and thread count, whatever the validation metrics (validation uses no random
+/// numbers). Throws NumericError naming the step and tensor when the loss or a gradient is not
+/// finite, ConfigError when a validation metric is unknown or chrf/bleu (or a translation
+/// output) are asked for without `valid_text`.
 TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const std::vector<Example>& valid_examples, const TrainOptions& opts,
-                const SaveCallback& save = {});
+                const SaveCallback& save = {}, const ValidationText* valid_text = nullptr);
+
+/// Path of the best model of one validation metric: <dir>/<stem>.best-<metric><ext>.
+std::string best_model_path(const std::string& model_path, const std::string& metric);
 
 /// Runs a whole training job as described by `opts`; writes the final model to
-/// opts.model_path and the best-by-dev-cross-entropy model next to it
-/// (<stem>.best-cross-entropy.safetensors). Throws anuvad::Error on bad input or divergence.
+/// opts.model_path and the best model of each validation metric next to it
+/// (<stem>.best-<metric>.safetensors, e.g. <stem>.best-cross-entropy.safetensors).
+/// Throws anuvad::Error on bad input or divergence.
 TrainResult train(const TrainOptions& opts);
 
 }  // namespace anuvad
