@@ -94,7 +94,8 @@ std::string best_model_path(const std::string& model_path, const std::string& me
 
 std::vector<std::string> translate_examples(const Transformer& model,
                                             const std::vector<Example>& examples,
-                                            const Tokenizer& tgt, int mini_batch) {
+                                            const Tokenizer& tgt, int mini_batch,
+                                            const DecodeOptions& decode) {
   std::vector<size_t> order(examples.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
@@ -102,12 +103,11 @@ std::vector<std::string> translate_examples(const Transformer& model,
   });
   const size_t step = static_cast<size_t>(std::max(mini_batch, 1));
   std::vector<std::string> out(examples.size());
-  const DecodeOptions greedy;  // beam 1, the default length limits
   for (size_t begin = 0; begin < order.size(); begin += step) {
     const size_t end = std::min(order.size(), begin + step);
     std::vector<std::vector<int32_t>> sources;
     for (size_t k = begin; k < end; ++k) sources.push_back(examples[order[k]].src);
-    const auto hyps = decode_batch(model, sources, greedy);
+    const auto hyps = decode_batch(model, sources, decode);
     for (size_t k = begin; k < end; ++k) out[order[k]] = tgt.decode(hyps[k - begin].at(0).tokens);
   }
   return out;
@@ -310,7 +310,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                      epoch, step, loss, lr, tps, hms(elapsed), hms(eta));
       }
       if (opts.valid_freq > 0 && step % opts.valid_freq == 0 && validate()) {
-        spdlog::info("early stopping: {} {} validations without improvement of {}", step,
+        spdlog::info("early stopping at step {}: {} validations without a better {}", step,
                      opts.early_stopping, opts.valid_metrics.front());
         result.early_stopped = true;
         stop = true;
@@ -374,8 +374,13 @@ TrainResult train(const TrainOptions& opts) {
                cfg.tgt_vocab_size);
 
   int skipped = 0, skipped_valid = 0;
+  std::vector<size_t> valid_kept;
   const auto train_examples = make_examples(train_text, src_tok, tgt_tok, cfg.max_positions - 1, &skipped);
-  const auto valid_examples = make_examples(valid_text, src_tok, tgt_tok, cfg.max_positions - 1, &skipped_valid);
+  const auto valid_examples =
+      make_examples(valid_text, src_tok, tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
+  ValidationText valid_refs;
+  valid_refs.tgt_tokenizer = &tgt_tok;
+  for (size_t i : valid_kept) valid_refs.references.push_back(valid_pairs[i].tgt);
   if (skipped + skipped_valid > 0)
     spdlog::warn("skipped {} training and {} validation pairs longer than max_positions − 1 = {} subwords",
                  skipped, skipped_valid, cfg.max_positions - 1);
@@ -386,26 +391,40 @@ TrainResult train(const TrainOptions& opts) {
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
                model.params().num_elements(), omp_get_max_threads());
 
-  const std::string best_path = best_model_path(opts.model_path);
   auto save = [&](const std::string& which, const TrainResult& r) {
     std::map<std::string, std::string> meta = {
         {"seed", std::to_string(opts.seed)},
         {"epochs", std::to_string(r.epochs)},
-        {"train_sets", nlohmann::json(opts.train_sets).dump()}};
+        {"train_sets", nlohmann::json(opts.train_sets).dump()},
+        {"valid_metrics", nlohmann::json(opts.valid_metrics).dump()}};
     if (std::isfinite(r.best_valid_cross_entropy)) {
       meta["best_valid_cross_entropy"] = std::to_string(r.best_valid_cross_entropy);
       meta["best_valid_perplexity"] = std::to_string(r.best_valid_perplexity);
     }
-    const std::string& path = which == "best" ? best_path : opts.model_path;
+    for (const auto& [m, v] : r.best_valid) {
+      std::string key = "best_valid_" + m;
+      std::replace(key.begin(), key.end(), '-', '_');
+      meta[key] = std::to_string(v);
+    }
+    const bool best = which.rfind("best-", 0) == 0;
+    const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
     save_model(path, model, src_tok, tgt_tok, meta);
     if (which == "final") spdlog::info("saved model to {}", path);
   };
-  TrainResult r = fit(model, train_examples, valid_examples, opts, save);
-  spdlog::info("done: {} epochs, {} steps in {:.1f} s, {:.0f} target tokens/s, final train loss {:.4f}",
-               r.epochs, r.steps, r.seconds, r.tgt_tokens_per_second, r.last_train_loss);
-  if (std::isfinite(r.best_valid_cross_entropy))
-    spdlog::info("best dev cross-entropy {:.4f} nats/token, perplexity {:.2f} (kept in {})",
-                 r.best_valid_cross_entropy, r.best_valid_perplexity, best_path);
+  TrainResult r = fit(model, train_examples, valid_examples, opts, save, &valid_refs);
+  spdlog::info("done: {} epochs, {} steps in {:.1f} s, {:.0f} target tokens/s, final train loss {:.4f}{}",
+               r.epochs, r.steps, r.seconds, r.tgt_tokens_per_second, r.last_train_loss,
+               r.early_stopped ? " (early stopping)" : "");
+  for (const auto& m : opts.valid_metrics) {
+    const auto it = r.best_valid.find(m);
+    if (it == r.best_valid.end()) continue;
+    if (m == "cross-entropy")
+      spdlog::info("best dev cross-entropy {:.4f} nats/token, perplexity {:.2f} (kept in {})",
+                   it->second, std::exp(it->second), best_model_path(opts.model_path, m));
+    else
+      spdlog::info("best dev {} (kept in {})", format_metric(m, it->second),
+                   best_model_path(opts.model_path, m));
+  }
   return r;
 }
 

@@ -24,7 +24,7 @@ void setup_train(CLI::App& app) {
                   "Training corpus: one TSV (english<TAB>hindi) or two line-aligned files (.en .hi)")
       ->capture_default_str();
   sub->add_option("--valid-sets", opts->valid_sets,
-                  "Validation corpus (TSV or .en .hi); dev cross-entropy and perplexity are logged")
+                  "Validation corpus (TSV or .en .hi); the --valid-metrics are logged")
       ->capture_default_str();
   sub->add_flag_callback("--no-valid", [opts] { opts->valid_sets.clear(); },
                          "Train without validation");
@@ -48,6 +48,22 @@ void setup_train(CLI::App& app) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--valid-metrics", opts->valid_metrics,
+                  "Validation metrics: cross-entropy, perplexity, chrf (chrF2 of greedy "
+                  "translations), bleu (BLEU, 13a+danda); the first decides early stopping; the "
+                  "best model of each is kept as <stem>.best-<metric>.safetensors")
+      ->capture_default_str()
+      ->check(CLI::IsMember(valid_metric_names()));
+  sub->add_option("--early-stopping", opts->early_stopping,
+                  "Stop after N validations in a row without a better first --valid-metrics value "
+                  "(0 = never)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--valid-translation-output", opts->valid_translation_output,
+                  "Write the greedy translations of the validation sources here at each "
+                  "validation (the file holds the last one)");
+  sub->add_option("--valid-mini-batch", opts->valid_mini_batch,
+                  "Sentences per batch when translating the validation set")
+      ->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("--disp-freq", opts->disp_freq, "Log a line every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--src-vocab-size", opts->src_vocab_size, "Source SentencePiece vocabulary size")
