@@ -98,4 +98,14 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& o
   return c;
 }
 
+ModelConfig ModelConfig::from_json_text(const std::string& text, const std::string& origin) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(origin + ": not valid JSON (" + e.what() + ")");
+  }
+  return from_json(j, origin);
+}
+
 }  // namespace anuvad

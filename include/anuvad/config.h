@@ -36,6 +36,9 @@ struct ModelConfig {
   /// Reads a config, starting from the defaults; throws ConfigError on unknown keys or bad
   /// types, naming the key and `origin` (a file name, or "model file").
   static ModelConfig from_json(const nlohmann::json& j, const std::string& origin);
+  /// Parses JSON text (a config file's contents) strictly; throws ConfigError naming `origin`
+  /// for invalid JSON, unknown keys, wrong types or out-of-range values.
+  static ModelConfig from_json_text(const std::string& text, const std::string& origin);
 };
 
 }  // namespace anuvad
