@@ -139,3 +139,68 @@ set_tests_properties(cli.translate_tiny_stdin_lines PROPERTIES
   PASS_REGULAR_EXPRESSION "^line 2 \\[\\]\n3 lines\n$"
   LABELS cli
   TIMEOUT 20)
+
+# --- evaluate: translate a test corpus and score it (BLEU, chrF2, chrF2++, exact match) -------
+
+foreach(option --test --beam-size --normalize --json --tokenize --mini-batch)
+  anuvad_cli_test(evaluate_help${option} "[ ,]${option}[ =].*anuvad exit status 0 end" evaluate --help)
+endforeach()
+
+# Text output: the four metrics with their signatures and the sentence count.
+anuvad_cli_model_test(evaluate_tiny
+  "BLEU = [0-9]+\\.[0-9][0-9] [0-9.]+/[0-9.]+/[0-9.]+/[0-9.]+ \\(BP = [0-9.]+ ratio = [0-9.]+ hyp_len = [0-9]+ ref_len = [0-9]+\\)  nrefs:1\\|case:mixed\\|eff:no\\|tok:13a\\+danda\\|smooth:exp\\|version:anuvad-1\nchrF2 = [0-9]+\\.[0-9][0-9]  nrefs:1\\|case:mixed\\|eff:yes\\|nc:6\\|nw:0\\|space:no\\|version:anuvad-1\nchrF2\\+\\+ = [0-9]+\\.[0-9][0-9]  nrefs:1\\|case:mixed\\|eff:yes\\|nc:6\\|nw:2\\|space:no\\|version:anuvad-1\nexact match = [0-9]+\\.[0-9][0-9] % \\([0-9]+ of 20\\)\nsentences = 20\nanuvad exit status 0 end"
+  evaluate -m ${ANUVAD_CLI_MODEL} --test ${ANUVAD_CLI_DATA}/tiny.tsv --cpu-threads 1)
+
+# --json: one JSON object on stdout (stderr kept apart), with the beam size used.
+add_test(NAME cli.evaluate_tiny_json
+         COMMAND sh -c [=["$0" evaluate -m "$1" --test "$2" --json -b 3 -n 0.6 --tokenize 13a --max-length 12 --cpu-threads 1 2>/dev/null]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.evaluate_tiny_json PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^\\{\"beam_size\":3,\"bleu\":\\{[^\n]*\"signature\":\"nrefs:1\\|case:mixed\\|eff:no\\|tok:13a\\|smooth:exp\\|version:anuvad-1\"[^\n]*\"chrf\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:0[^\"]*\"\\},\"chrf\\+\\+\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:2[^\"]*\"\\},\"exact_match\":\\{\"count\":[0-9]+,\"percent\":[-0-9.e]+\\}[^\n]*\"sentences\":20,[^\n]*\\}\n$"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)
+
+# An .en/.hi pair scores exactly as the TSV it was cut from; -o writes one translation per line.
+add_test(NAME cli.evaluate_tiny_en_hi_pair
+         COMMAND sh -c [=[cut -f1 "$2" > "$3.en" && cut -f2 "$2" > "$3.hi" && "$0" evaluate -m "$1" --test "$2" -o "$3.out" --cpu-threads 1 > "$3.tsv.txt" 2>/dev/null && "$0" evaluate -m "$1" --test "$3.en" "$3.hi" --cpu-threads 1 > "$3.pair.txt" 2>/dev/null && cmp "$3.tsv.txt" "$3.pair.txt" && echo "same scores" && wc -l < "$3.out"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv ${CMAKE_BINARY_DIR}/cli_eval_pair
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.evaluate_tiny_en_hi_pair PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^same scores\n *20\n$"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)
+
+anuvad_cli_model_test(evaluate_missing_test_set
+                      "anuvad: error: [^\n]*no_such_corpus\\.tsv[^\n]*\nanuvad exit status 1 end"
+                      evaluate -m ${ANUVAD_CLI_MODEL} --test ${ANUVAD_CLI_DATA}/no_such_corpus.tsv)
+anuvad_cli_test(evaluate_needs_test_set "--test.*anuvad exit status [1-9][0-9]* end"
+                evaluate -m ${ANUVAD_CLI_MODEL})
+anuvad_cli_test(evaluate_bad_tokenizer "--tokenize.*anuvad exit status [1-9][0-9]* end"
+                evaluate --test ${ANUVAD_CLI_DATA}/tiny.tsv --tokenize intl)
+
+# --- Validation metrics during training -------------------------------------------------------
+
+foreach(option --valid-metrics --early-stopping --valid-translation-output --valid-mini-batch --valid-freq)
+  anuvad_cli_test(train_help${option} "[ ,]${option}[ =].*anuvad exit status 0 end" train --help)
+endforeach()
+
+anuvad_cli_test(train_unknown_valid_metric "--valid-metrics.*anuvad exit status [1-9][0-9]* end"
+                train --train-sets ${ANUVAD_CLI_DATA}/tiny.tsv --valid-metrics accuracy
+                -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+
+# chrf, bleu and cross-entropy on every update: one log line per validation with all three, the
+# best model of each metric, and the greedy translations of the last validation (20 lines).
+add_test(NAME cli.train_tiny_valid_metrics
+         COMMAND sh -c [=[rm -f "$1".* && "$0" train --train-sets "$2" --valid-sets "$2" --config "$3" --after-epochs 2 --seed 1 --src-vocab-size 60 --tgt-vocab-size 80 -q --valid-freq 1 --valid-metrics chrf bleu cross-entropy --early-stopping 5 --valid-mini-batch 8 --valid-translation-output "$1.valid.txt" --cpu-threads 1 -m "$1.safetensors" 2>&1 && ls "$1".best-*.safetensors | sed 's/.*[.]best-/best-/' && wc -l < "$1.valid.txt"]=]
+                 $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_valid ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.train_tiny_valid_metrics PROPERTIES
+  PASS_REGULAR_EXPRESSION "valid step 1 \\| chrf [0-9.]+ \\| bleu [0-9.]+ \\| cross-entropy [0-9.]+ nats/token \\| perplexity [0-9.]+ \\| new best: chrf, bleu, cross-entropy\n.*valid step 2 \\| chrf .*\nbest-bleu\\.safetensors\nbest-chrf\\.safetensors\nbest-cross-entropy\\.safetensors\n *20\n$"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)

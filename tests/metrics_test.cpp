@@ -8,7 +8,9 @@
 //     and every n-gram statistic exactly;
 //   - fit() with chrf/bleu validation: same training as without, early stopping, best models.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -422,6 +424,7 @@ struct TinySetup {
 };
 
 TinySetup tiny_setup() {
+  omp_set_num_threads(1);  // a 16-wide model gains nothing from threads, and a busy machine hurts
   TinySetup s;
   s.pairs = read_parallel_corpus({std::string(ANUVAD_TEST_DATA) + "/cli/tiny.tsv"});
   Strings src, tgt;
