@@ -13,6 +13,8 @@ void setup_translate(CLI::App& app);
 void setup_score(CLI::App& app);
 /// `anuvad evaluate`: registers the subcommand (translate a test corpus, print BLEU/chrF).
 void setup_evaluate(CLI::App& app);
+/// `anuvad attention`: renders an attention dump (JSON) as an HTML page.
+void setup_attention(CLI::App& app);
 
 /// Exit code of the last subcommand run (0 = success); set by commands that keep going after
 /// per-line errors.

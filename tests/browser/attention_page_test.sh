@@ -1,0 +1,90 @@
+#!/usr/bin/env bash
+# The attention page in headless Chromium (CTest attention.page, tests/attention.cmake).
+#   attention_page_test.sh FIXTURE_EXE ANUVAD_EXE OUT_DIR
+# FIXTURE_EXE writes a dump of a small random model (3 sentences, the last one empty) and prints
+# "encoder_layers decoder_layers heads T S sentences"; `anuvad attention` turns it into a page.
+# Each check loads the page with a URL hash that selects a view (see docs/attention.md), lets
+# its script run (--virtual-time-budget), and reads the DOM: #status must say "ok" (the page
+# reports uncaught errors there through window.onerror) and the drawn elements must have the
+# sizes the dump implies. Screenshots are left in OUT_DIR. Exits 77 (CTest: skipped) when
+# Chromium is absent.
+set -uo pipefail
+
+CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
+if [ ! -x "$CHROMIUM" ]; then
+  echo "SKIPPED: $CHROMIUM not found; install it to run the page test (Debian: apt-get install chromium)"
+  exit 77
+fi
+if [ $# -ne 3 ]; then
+  echo "usage: $0 FIXTURE_EXE ANUVAD_EXE OUT_DIR" >&2
+  exit 2
+fi
+fixture=$1
+anuvad=$2
+out=$3
+mkdir -p "$out" || exit 1
+profile=$(mktemp -d)
+trap 'rm -rf "$profile"' EXIT
+failures=0
+fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
+
+sizes=$("$fixture" "$out/attention_page.json") || { echo "FAIL: $fixture did not write a dump"; exit 1; }
+read -r enc dec heads T S n_sentences <<<"$sizes"
+echo "dump: $enc encoder + $dec decoder layers, $heads heads, sentence 0: T=$T S=$S, $n_sentences sentences"
+"$anuvad" attention --from "$out/attention_page.json" --html "$out/attention_page.html" ||
+  { echo "FAIL: anuvad attention"; exit 1; }
+page="file://$out/attention_page.html"
+
+chrome() {  # chrome EXTRA_ARGS... URL — stdout: the DOM; stderr: the browser log
+  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
+    --disable-component-update --disable-sync --no-first-run --no-default-browser-check \
+    --user-data-dir="$profile" --enable-logging=stderr --v=0 --virtual-time-budget=5000 "$@"
+}
+
+# load NAME HASH: dumps the DOM to OUT_DIR/NAME.html and prints the #status element.
+load() {
+  local name=$1 hash=$2
+  chrome --dump-dom "$page#$hash" >"$out/$name.dom.html" 2>"$out/$name.log"
+  if grep -E 'CONSOLE.*(Uncaught|Error)' "$out/$name.log"; then fail "$name: script error in the console"; fi
+  grep -o '<div id="status"[^>]*>[^<]*</div>' "$out/$name.dom.html" || echo "(no #status element)"
+}
+# expect NAME HASH STATUS_REGEX: loads and checks the #status element.
+expect() {
+  local name=$1 hash=$2 regex=$3 status
+  status=$(load "$name" "$hash")
+  echo "$name ($hash): $status"
+  if ! grep -Eq '>ok</div>$' <<<"$status"; then fail "$name: status is not ok"; fi
+  if ! grep -Eq "$regex" <<<"$status"; then fail "$name: status does not match $regex"; fi
+}
+count() { grep -o "$2" "$out/$1.dom.html" | wc -l; }
+
+expect cross_heatmap "s=0&kind=cross&layer=0&head=0&view=heatmap" "data-cells=\"$((T * S))\""
+cells=$(count cross_heatmap '<rect class="cell" data-q="[0-9]')
+[ "$cells" -eq $((T * S)) ] || fail "cross-attention heatmap has $cells cells, expected T×S = $((T * S))"
+
+expect cross_model "s=0&kind=cross&view=model" "data-panels=\"$((dec * heads))\""
+panels=$(count cross_model '<div class="panel[ "][^>]*data-layer="[0-9]')
+[ "$panels" -eq $((dec * heads)) ] || fail "model view has $panels panels, expected $dec×$heads"
+
+expect head_view "s=0&kind=cross&head=avg&view=head" 'data-lines="[1-9][0-9]*"'
+expect empty_sentence "s=$((n_sentences - 1))&view=heatmap" 'data-cells="0"'
+
+# The scripted click-through, for each kind (encoder self, decoder self, cross): model view with
+# layers × heads panels → click one → its heatmap with queries × keys cells; cell tooltip; rows
+# of the average over heads sum to 1; head view hover (selftest() in src/attention_page.inc).
+expect selftest "selftest=1" 'data-selftest="passed"'
+
+for shot in "cross_heatmap:s=0&kind=cross&layer=0&head=avg&view=heatmap" \
+            "cross_model:s=0&kind=cross&view=model" "head_view:s=0&kind=cross&view=head"; do
+  name=${shot%%:*}
+  chrome --screenshot="$out/$name.png" --window-size=1400,1000 "$page#${shot#*:}" \
+    >/dev/null 2>"$out/$name.screenshot.log"
+  [ -s "$out/$name.png" ] || fail "no screenshot $out/$name.png"
+done
+echo "screenshots: $out/*.png"
+
+if [ "$failures" -ne 0 ]; then
+  echo "$failures check(s) failed"
+  exit 1
+fi
+echo "all page checks passed"
