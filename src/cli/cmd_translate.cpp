@@ -10,6 +10,7 @@
 #include <numeric>
 #include <sstream>
 
+#include "anuvad/attention_dump.h"
 #include "anuvad/corpus.h"
 #include "anuvad/decode.h"
 #include "anuvad/error.h"
@@ -30,6 +31,8 @@ struct TranslateOptions {
   int maxi_batch = 100;
   std::string alignment;    ///< "", "hard", "soft" or a threshold in (0, 1]
   int alignment_layer = -1; ///< decoder layer (0-based) whose heads are averaged; −1 = last
+  std::string attention_json;  ///< write every attention weight here (docs/attention.md)
+  std::string attention_html;  ///< write the attention viewer page here
   int cpu_threads = 0;
 };
 
@@ -133,8 +136,13 @@ void run_translate(const TranslateOptions& o) {
                       std::to_string(cfg.decoder_layers - 1) + "] or -1 for the last");
   DecodeOptions dopts = o.decode;
   dopts.n_best = o.n_best ? dopts.beam_size : 1;
-  dopts.return_attention = !o.alignment.empty();
+  const bool dump = !o.attention_json.empty() || !o.attention_html.empty();
+  dopts.return_attention = !o.alignment.empty() || dump;
   size_t sentence_id = 0;
+  // For --attention/--html: the best hypothesis of every translated line, kept until the end.
+  std::vector<Hypothesis> kept;
+  std::vector<std::vector<int32_t>> kept_src;
+  std::vector<std::string> kept_text;
 
   // Translates lines (in input order on output): sorted by length, cut into mini-batches.
   auto translate_lines = [&](const std::vector<InputLine>& lines) {
@@ -159,6 +167,11 @@ void run_translate(const TranslateOptions& o) {
         std::cout << "\n";
         continue;
       }
+      if (dump) {
+        kept.push_back(result[i].front());
+        kept_src.push_back(src[i]);
+        kept_text.push_back(lines[i].text);
+      }
       for (const Hypothesis& h : result[i]) {
         if (o.n_best) std::cout << sentence_id << " ||| ";
         std::cout << m.tgt_tokenizer->decode(h.tokens);
@@ -177,11 +190,21 @@ void run_translate(const TranslateOptions& o) {
     l.error = check_text(l.text);
     return l;
   };
+  auto write_dump = [&] {
+    if (!dump) return;
+    std::vector<AttentionDumpSentence> entries;
+    for (size_t i = 0; i < kept.size(); ++i)
+      entries.push_back(attention_dump_sentence(*m.src_tokenizer, *m.tgt_tokenizer, kept_text[i], kept_src[i], kept[i]));
+    const nlohmann::json doc = make_attention_dump(cfg, dopts, entries);
+    if (!o.attention_json.empty()) write_attention_json(o.attention_json, doc);
+    if (!o.attention_html.empty()) write_attention_html(o.attention_html, doc);
+  };
   if (!o.sentences.empty()) {
     std::vector<InputLine> lines;
     for (size_t i = 0; i < o.sentences.size(); ++i)
       lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1)));
     translate_lines(lines);
+    write_dump();
     return;
   }
   // Interactive input (a terminal) or --mini-batch 1 is answered line by line; otherwise
@@ -199,6 +222,7 @@ void run_translate(const TranslateOptions& o) {
     }
   }
   if (!pending.empty()) translate_lines(pending);
+  write_dump();
 }
 
 void run_score(const ScoreOptions& o) {
@@ -270,6 +294,11 @@ void setup_translate(CLI::App& app) {
                   "(subword positions, from cross-attention averaged over heads)");
   sub->add_option("--alignment-layer", o->alignment_layer,
                   "Decoder layer (0-based) for --alignment; -1 = last")->capture_default_str();
+  sub->add_option("--attention", o->attention_json,
+                  "Write every attention weight (all layers, heads and kinds, from the cached "
+                  "decoder, for the output hypothesis) to FILE.json (docs/attention.md)");
+  sub->add_option("--html", o->attention_html,
+                  "Write a self-contained attention viewer page to FILE.html");
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
   sub->callback([o] { run_translate(*o); });
 }
