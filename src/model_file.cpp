@@ -26,6 +26,12 @@ std::string shape_str(const std::vector<int64_t>& s) {
 void save_model(const std::string& path, const Transformer& model, const Tokenizer& src_tokenizer,
                 const Tokenizer& tgt_tokenizer,
                 const std::map<std::string, std::string>& extra_metadata) {
+  write_safetensors(path, model_to_safetensors(model, src_tokenizer, tgt_tokenizer, extra_metadata));
+}
+
+SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& src_tokenizer,
+                                     const Tokenizer& tgt_tokenizer,
+                                     const std::map<std::string, std::string>& extra_metadata) {
   SafetensorsFile f;
   f.metadata = extra_metadata;
   f.metadata["format"] = kFormat;
@@ -52,11 +58,18 @@ void save_model(const std::string& path, const Transformer& model, const Tokeniz
     t.bytes = tok->serialized();
     f.tensors[name] = std::move(t);
   }
-  write_safetensors(path, f);
+  return f;
 }
 
 TranslationModel load_model(const std::string& path) {
-  SafetensorsFile f = read_safetensors(path);
+  return model_from_safetensors(read_safetensors(path), path);
+}
+
+TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& path,
+                                        const std::string& ignored_prefix) {
+  if (!ignored_prefix.empty())
+    for (auto it = f.tensors.begin(); it != f.tensors.end();)
+      it = it->first.rfind(ignored_prefix, 0) == 0 ? f.tensors.erase(it) : std::next(it);
   auto meta = [&](const std::string& key) -> const std::string& {
     const auto it = f.metadata.find(key);
     if (it == f.metadata.end())

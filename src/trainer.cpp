@@ -6,9 +6,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
+#include <sstream>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -21,6 +24,7 @@
 #include "anuvad/loss.h"
 #include "anuvad/metrics.h"
 #include "anuvad/model_file.h"
+#include "anuvad/safetensors.h"
 
 namespace anuvad {
 
@@ -154,9 +158,54 @@ double evaluate_cross_entropy(const Transformer& model, const std::vector<Exampl
   return nll / static_cast<double>(n);
 }
 
+namespace {
+std::atomic<bool> g_stop_requested{false};
+}  // namespace
+
+void request_stop() { g_stop_requested.store(true); }
+bool stop_requested() { return g_stop_requested.load(); }
+void clear_stop_request() { g_stop_requested.store(false); }
+
+nlohmann::json TrainState::counters_to_json() const {
+  return {{"step", step}, {"epoch", epoch}, {"next_batch", next_batch},
+          {"rng_epoch_start", rng_epoch_start}, {"rng", rng}, {"epoch_loss", epoch_loss},
+          {"epoch_tokens", epoch_tokens}, {"tokens_total", tokens_total},
+          {"elapsed_seconds", elapsed_seconds}, {"stalled", stalled},
+          {"best_ce", std::isfinite(best_ce) ? nlohmann::json(best_ce) : nlohmann::json(nullptr)},
+          {"epoch_losses", epoch_losses}, {"best_valid", best_valid}};
+}
+
+void TrainState::counters_from_json(const nlohmann::json& j) {
+  try {
+    step = j.at("step").get<int64_t>();
+    epoch = j.at("epoch").get<int>();
+    next_batch = j.at("next_batch").get<int64_t>();
+    rng_epoch_start = j.at("rng_epoch_start").get<std::string>();
+    rng = j.at("rng").get<std::string>();
+    epoch_loss = j.at("epoch_loss").get<double>();
+    epoch_tokens = j.at("epoch_tokens").get<int64_t>();
+    tokens_total = j.at("tokens_total").get<int64_t>();
+    elapsed_seconds = j.at("elapsed_seconds").get<double>();
+    stalled = j.at("stalled").get<int>();
+    best_ce = j.at("best_ce").is_null() ? std::numeric_limits<double>::infinity()
+                                        : j.at("best_ce").get<double>();
+    epoch_losses = j.at("epoch_losses").get<std::vector<double>>();
+    best_valid = j.at("best_valid").get<std::map<std::string, double>>();
+  } catch (const nlohmann::json::exception& e) {
+    throw ConfigError(std::string("checkpoint state: ") + e.what());
+  }
+  if (step < 0 || epoch < 1 || next_batch < 0) throw ConfigError("checkpoint state: negative position");
+}
+
+std::string checkpoint_path(const std::string& model_path) {
+  std::filesystem::path p(model_path);
+  return (p.parent_path() / (p.stem().string() + ".checkpoint" + p.extension().string())).string();
+}
+
 TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const std::vector<Example>& valid_examples, const TrainOptions& opts,
-                const SaveCallback& save, const ValidationText* valid_text) {
+                const SaveCallback& save, const ValidationText* valid_text,
+                const CheckpointCallback& checkpoint, const TrainState* resume) {
   if (train_examples.empty()) throw DataError("training corpus has no usable sentence pairs");
   if (opts.after_epochs <= 0 && opts.after_steps <= 0)
     throw ConfigError("set --after-epochs or --after-steps: training needs a stopping point");
@@ -188,10 +237,36 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   Mat logits, dlogits;
   const DropoutContext dctx{&rng};
   const bool live = !opts.quiet && ::isatty(STDERR_FILENO);
-  const auto t0 = Clock::now();
+  auto t0 = Clock::now();
   int64_t step = 0, tokens_total = 0;
   double best_ce = std::numeric_limits<double>::infinity();
   int stalled = 0;  // validations since the first metric last improved
+  int first_epoch = 1;
+  if (resume) {
+    const size_t n = model.params().params().size();
+    if (resume->adam_m.size() != n || resume->adam_v.size() != n)
+      throw ConfigError("checkpoint: optimizer state does not match the model");
+    for (size_t i = 0; i < n; ++i) {
+      const Mat& p = model.params().params()[i].value;
+      if (resume->adam_m[i].rows() != p.rows() || resume->adam_m[i].cols() != p.cols() ||
+          resume->adam_v[i].rows() != p.rows() || resume->adam_v[i].cols() != p.cols())
+        throw ConfigError("checkpoint: optimizer state of " + model.params().params()[i].name + " has the wrong shape");
+    }
+    adam.first_moments() = resume->adam_m;
+    adam.second_moments() = resume->adam_v;
+    step = resume->step;
+    tokens_total = resume->tokens_total;
+    best_ce = resume->best_ce;
+    stalled = resume->stalled;
+    first_epoch = resume->epoch;
+    result.epoch_losses = resume->epoch_losses;
+    result.best_valid = resume->best_valid;
+    if (std::isfinite(best_ce)) {
+      result.best_valid_cross_entropy = best_ce;
+      result.best_valid_perplexity = std::exp(best_ce);
+    }
+    t0 -= std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resume->elapsed_seconds));
+  }
 
   // Batches per epoch, for the ETA (bucketing gives nearly the same count every epoch).
   Rng probe_rng(opts.seed);
@@ -266,11 +341,22 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   };
 
   bool stop = false;
-  for (int epoch = 1; !stop && (opts.after_epochs <= 0 || epoch <= opts.after_epochs); ++epoch) {
+  for (int epoch = first_epoch; !stop && (opts.after_epochs <= 0 || epoch <= opts.after_epochs); ++epoch) {
+    const bool resuming = resume != nullptr && epoch == first_epoch;
+    if (resuming) std::istringstream(resume->rng_epoch_start) >> rng;
+    std::ostringstream rng_epoch_start;
+    rng_epoch_start << rng;
     const auto batches = bucket_batches(train_examples, opts.batch_tokens, rng);
-    double epoch_loss = 0;
-    int64_t epoch_tokens = 0;
-    for (const auto& idx : batches) {
+    double epoch_loss = resuming ? resume->epoch_loss : 0;
+    int64_t epoch_tokens = resuming ? resume->epoch_tokens : 0;
+    size_t first_batch = 0;
+    if (resuming) {
+      std::istringstream(resume->rng) >> rng;
+      first_batch = static_cast<size_t>(resume->next_batch);
+      if (first_batch > batches.size()) throw ConfigError("checkpoint: batch position beyond the epoch");
+    }
+    for (size_t bi = first_batch; bi < batches.size(); ++bi) {
+      const auto& idx = batches[bi];
       std::vector<const Example*> ptrs;
       ptrs.reserve(idx.size());
       for (int i : idx) ptrs.push_back(&train_examples[i]);
@@ -320,6 +406,38 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
         stop = true;
         break;
       }
+      if (opts.on_step) opts.on_step(step);
+      const bool interrupt = stop_requested();
+      if (checkpoint && (interrupt || (opts.save_freq > 0 && step % opts.save_freq == 0))) {
+        TrainState st;
+        st.step = step;
+        st.epoch = epoch;
+        st.next_batch = static_cast<int64_t>(bi + 1);
+        st.rng_epoch_start = rng_epoch_start.str();
+        std::ostringstream now;
+        now << rng;
+        st.rng = now.str();
+        st.epoch_loss = epoch_loss;
+        st.epoch_tokens = epoch_tokens;
+        st.tokens_total = tokens_total;
+        st.elapsed_seconds = seconds_since(t0);
+        st.stalled = stalled;
+        st.best_ce = best_ce;
+        st.epoch_losses = result.epoch_losses;
+        st.best_valid = result.best_valid;
+        st.adam_m = adam.first_moments();
+        st.adam_v = adam.second_moments();
+        checkpoint(st);
+      }
+      if (interrupt) {
+        if (live) std::fprintf(stderr, "\r\033[K");
+        result.interrupted = true;
+        result.epochs = epoch;
+        result.steps = step;
+        result.seconds = seconds_since(t0);
+        result.tgt_tokens_per_second = tokens_total / std::max(result.seconds, 1e-9);
+        return result;
+      }
     }
     result.epochs = epoch;
     result.epoch_losses.push_back(epoch_loss / static_cast<double>(std::max<int64_t>(epoch_tokens, 1)));
@@ -365,32 +483,129 @@ TrainResult train(const TrainOptions& opts) {
     train_text.emplace_back(p.src, p.tgt);
   }
   for (const auto& p : valid_pairs) valid_text.emplace_back(p.src, p.tgt);
-  const Tokenizer src_tok = Tokenizer::train(src_text, {opts.src_vocab_size, "unigram"});
-  const Tokenizer tgt_tok = Tokenizer::train(tgt_text, {opts.tgt_vocab_size, "unigram"});
-  cfg.src_vocab_size = src_tok.vocab_size();
-  cfg.tgt_vocab_size = tgt_tok.vocab_size();
-  cfg.validate();
+
+  // The options a resumed run must share with the run that wrote the checkpoint.
+  const nlohmann::json fingerprint = {
+      {"config", opts.config_path.empty() ? nlohmann::json(nullptr) : cfg.to_json()},
+      {"train_sets", opts.train_sets}, {"valid_sets", opts.valid_sets}, {"seed", opts.seed},
+      {"batch_tokens", opts.batch_tokens}, {"learning_rate", opts.learning_rate},
+      {"warmup_steps", opts.warmup_steps}, {"label_smoothing", opts.label_smoothing},
+      {"clip_norm", opts.clip_norm}, {"src_vocab_size", opts.src_vocab_size},
+      {"tgt_vocab_size", opts.tgt_vocab_size}, {"valid_metrics", opts.valid_metrics},
+      {"valid_freq", opts.valid_freq}, {"early_stopping", opts.early_stopping}};
+  const std::string ckpt = checkpoint_path(opts.model_path);
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  TrainState resume_state;
+  bool resuming = false;
+  if (std::filesystem::exists(ckpt) && !opts.resume) {
+    spdlog::info("--no-resume: removing the checkpoint {} and starting over", ckpt);
+    std::filesystem::remove(ckpt);
+  } else if (std::filesystem::exists(ckpt)) {
+    SafetensorsFile f = read_safetensors(ckpt);
+    const auto meta = [&](const std::string& key) -> std::string {
+      const auto it = f.metadata.find(key);
+      if (it == f.metadata.end()) throw ModelFileError(ckpt + ": not an anuvad checkpoint (metadata \"" + key + "\" missing)");
+      return it->second;
+    };
+    nlohmann::json saved_options, state_json;
+    try {
+      saved_options = nlohmann::json::parse(meta("training_options"));
+      state_json = nlohmann::json::parse(meta("training_state"));
+    } catch (const nlohmann::json::exception&) {
+      throw ModelFileError(ckpt + ": checkpoint metadata is not valid JSON");
+    }
+    for (auto it = fingerprint.begin(); it != fingerprint.end(); ++it)
+      if (!saved_options.contains(it.key()) || saved_options[it.key()] != it.value())
+        throw ConfigError(ckpt + ": checkpoint was written with another " + it.key() + " (" +
+                          (saved_options.contains(it.key()) ? saved_options[it.key()].dump() : "none") +
+                          " instead of " + it.value().dump() +
+                          "); rerun with the same options, or pass --no-resume to start over");
+    if (meta("threads") != std::to_string(omp_get_max_threads()))
+      spdlog::warn("checkpoint was written with {} threads, now {}: the run will not be bit-identical",
+                   meta("threads"), omp_get_max_threads());
+    try {
+      resume_state.counters_from_json(state_json);
+    } catch (const ConfigError& e) {
+      throw ModelFileError(ckpt + ": " + e.what());
+    }
+    std::map<std::string, RawTensor> adam_tensors;
+    for (const auto& [name, t] : f.tensors)
+      if (name.rfind("adam.", 0) == 0) adam_tensors[name] = t;
+    TranslationModel loaded = model_from_safetensors(std::move(f), ckpt, "adam.");
+    model = std::move(loaded.transformer);
+    src_tok = std::move(loaded.src_tokenizer);
+    tgt_tok = std::move(loaded.tgt_tokenizer);
+    cfg = model->config();
+    for (const Param& p : model->params().params()) {
+      for (const char* kind : {"adam.m.", "adam.v."}) {
+        const auto it = adam_tensors.find(kind + p.name);
+        if (it == adam_tensors.end() || it->second.dtype != "F32" ||
+            it->second.bytes.size() != size_t(p.value.size()) * sizeof(float))
+          throw ModelFileError(ckpt + ": optimizer tensor " + std::string(kind) + p.name + " missing or misshapen");
+        Mat m(p.value.rows(), p.value.cols());
+        for (Index i = 0; i < m.size(); ++i) {
+          float x;
+          std::memcpy(&x, &it->second.bytes[size_t(i) * sizeof(float)], sizeof(float));
+          m.data()[i] = static_cast<Scalar>(x);
+        }
+        (kind[5] == 'm' ? resume_state.adam_m : resume_state.adam_v).push_back(std::move(m));
+      }
+    }
+    resuming = true;
+    spdlog::info("resuming from {} at step {} (epoch {})", ckpt, resume_state.step, resume_state.epoch);
+  }
+  if (!resuming) {
+    src_tok = std::make_unique<Tokenizer>(Tokenizer::train(src_text, {opts.src_vocab_size, "unigram"}));
+    tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(tgt_text, {opts.tgt_vocab_size, "unigram"}));
+    cfg.src_vocab_size = src_tok->vocab_size();
+    cfg.tgt_vocab_size = tgt_tok->vocab_size();
+    cfg.validate();
+  }
   spdlog::info("SentencePiece vocabularies: {} source, {} target pieces", cfg.src_vocab_size,
                cfg.tgt_vocab_size);
 
   int skipped = 0, skipped_valid = 0;
   std::vector<size_t> valid_kept;
-  const auto train_examples = make_examples(train_text, src_tok, tgt_tok, cfg.max_positions - 1, &skipped);
+  const auto train_examples = make_examples(train_text, *src_tok, *tgt_tok, cfg.max_positions - 1, &skipped);
   const auto valid_examples =
-      make_examples(valid_text, src_tok, tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
+      make_examples(valid_text, *src_tok, *tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
   ValidationText valid_refs;
-  valid_refs.tgt_tokenizer = &tgt_tok;
+  valid_refs.tgt_tokenizer = tgt_tok.get();
   for (size_t i : valid_kept) valid_refs.references.push_back(valid_pairs[i].tgt);
   if (skipped + skipped_valid > 0)
     spdlog::warn("skipped {} training and {} validation pairs longer than max_positions − 1 = {} subwords",
                  skipped, skipped_valid, cfg.max_positions - 1);
 
-  Transformer model(cfg);
-  model.init_parameters(opts.seed);
+  if (!model) {
+    model = std::make_unique<Transformer>(cfg);
+    model->init_parameters(opts.seed);
+  }
   spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | {} parameters | {} threads",
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
-               model.params().num_elements(), omp_get_max_threads());
+               model->params().num_elements(), omp_get_max_threads());
 
+  auto write_checkpoint = [&](const TrainState& st) {
+    SafetensorsFile f = model_to_safetensors(*model, *src_tok, *tgt_tok,
+                                             {{"training_options", fingerprint.dump()},
+                                              {"training_state", st.counters_to_json().dump()},
+                                              {"threads", std::to_string(omp_get_max_threads())}});
+    const auto& params = model->params().params();
+    for (size_t i = 0; i < params.size(); ++i)
+      for (const auto* mats : {&st.adam_m, &st.adam_v}) {
+        RawTensor t;
+        t.dtype = "F32";
+        t.shape = params[i].shape;
+        const Mat& m = (*mats)[i];
+        t.bytes.resize(size_t(m.size()) * sizeof(float));
+        for (Index k = 0; k < m.size(); ++k) {
+          const float x = static_cast<float>(m.data()[k]);
+          std::memcpy(&t.bytes[size_t(k) * sizeof(float)], &x, sizeof(float));
+        }
+        f.tensors[(mats == &st.adam_m ? "adam.m." : "adam.v.") + params[i].name] = std::move(t);
+      }
+    write_safetensors(ckpt, f);
+  };
   auto save = [&](const std::string& which, const TrainResult& r) {
     std::map<std::string, std::string> meta = {
         {"seed", std::to_string(opts.seed)},
@@ -408,10 +623,17 @@ TrainResult train(const TrainOptions& opts) {
     }
     const bool best = which.rfind("best-", 0) == 0;
     const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
-    save_model(path, model, src_tok, tgt_tok, meta);
+    save_model(path, *model, *src_tok, *tgt_tok, meta);
     if (which == "final") spdlog::info("saved model to {}", path);
   };
-  TrainResult r = fit(model, train_examples, valid_examples, opts, save, &valid_refs);
+  TrainResult r = fit(*model, train_examples, valid_examples, opts, save, &valid_refs,
+                      write_checkpoint, resuming ? &resume_state : nullptr);
+  if (r.interrupted) {
+    spdlog::warn("interrupted after step {}: checkpoint saved to {}; run the same command again to continue",
+                 r.steps, ckpt);
+    return r;
+  }
+  std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
   spdlog::info("done: {} epochs, {} steps in {:.1f} s, {:.0f} target tokens/s, final train loss {:.4f}{}",
                r.epochs, r.steps, r.seconds, r.tgt_tokens_per_second, r.last_train_loss,
                r.early_stopped ? " (early stopping)" : "");

@@ -324,3 +324,14 @@ TEST_CASE("A tiny model learns 20 sentence pairs exactly", "[model][train][overf
   INFO("final loss " << r.epoch_losses.back());
   CHECK(exact == 20);
 }
+
+TEST_CASE("A NaN in training stops with an error naming the step", "[model][train][nan]") {
+  const auto ex = twenty_pairs();
+  Transformer model(small_config());
+  model.init_parameters(3);
+  model.params().find("decoder.layers.1.ffn.linear2.bias")->value(0, 5) = std::numeric_limits<Scalar>::quiet_NaN();
+  TrainOptions o = overfit_options();
+  o.after_steps = 5;
+  CHECK_THROWS_AS(fit(model, ex, {}, o), NumericError);
+  CHECK_THROWS_WITH(fit(model, ex, {}, o), Catch::Contains("step 1") && Catch::Contains("NaN"));
+}

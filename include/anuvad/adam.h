@@ -16,6 +16,9 @@ class Adam {
                 double eps = 1e-9);
   /// θ ← θ − lr · m̂ / (√v̂ + ε) for every parameter, using its current grad.
   void step(ParamRegistry& reg, double lr, int64_t step);
+  /// First and second moment estimates, one per parameter in registry order (for checkpoints).
+  std::vector<Mat>& first_moments() { return m_; }
+  std::vector<Mat>& second_moments() { return v_; }
 
  private:
   double beta1_, beta2_, eps_;

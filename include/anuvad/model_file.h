@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "anuvad/safetensors.h"
 #include "anuvad/tokenizer.h"
 #include "anuvad/transformer.h"
 
@@ -28,6 +29,16 @@ struct TranslationModel {
 void save_model(const std::string& path, const Transformer& model, const Tokenizer& src_tokenizer,
                 const Tokenizer& tgt_tokenizer,
                 const std::map<std::string, std::string>& extra_metadata = {});
+
+/// The model as safetensors contents (what save_model writes).
+SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& src_tokenizer,
+                                     const Tokenizer& tgt_tokenizer,
+                                     const std::map<std::string, std::string>& extra_metadata = {});
+
+/// Builds a model from safetensors contents read from `path` (used in messages). Tensors whose
+/// names start with `ignored_prefix` (non-empty) are skipped, as a checkpoint's optimizer state.
+TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& path,
+                                        const std::string& ignored_prefix = "");
 
 /// Loads and checks a model file: format marker and version, config, every parameter present
 /// with the shape the config implies and a float dtype, no unknown tensors, tokenizers whose

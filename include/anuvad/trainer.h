@@ -7,6 +7,7 @@
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -45,7 +46,47 @@ struct TrainOptions {
   int src_vocab_size = 1000;
   int tgt_vocab_size = 1000;
   bool quiet = false;           ///< no live progress line
+  /// Write a resumable checkpoint every this many updates (0 = only when interrupted), to
+  /// <stem>.checkpoint.safetensors; SIGINT/SIGTERM also write one after the current update.
+  int save_freq = 200;
+  /// Resume from the checkpoint next to the model when there is one (`--no-resume`: start over).
+  bool resume = true;
+  /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
+  std::function<void(int64_t step)> on_step;
 };
+
+/// Everything besides the weights that a run needs to continue bit for bit: where it is in the
+/// data, the random generator, the optimizer moments and the bookkeeping of losses and
+/// validations. Saved in checkpoints.
+struct TrainState {
+  int64_t step = 0;             ///< updates done
+  int epoch = 1;                ///< epoch in progress (1-based)
+  int64_t next_batch = 0;       ///< index of the next batch of that epoch
+  std::string rng_epoch_start;  ///< generator state before the epoch's batches were drawn
+  std::string rng;              ///< generator state now
+  double epoch_loss = 0;        ///< Σ loss of the epoch so far (nats)
+  int64_t epoch_tokens = 0;
+  int64_t tokens_total = 0;
+  double elapsed_seconds = 0;
+  int stalled = 0;              ///< validations since the first metric improved
+  double best_ce = 0;           ///< best validation cross-entropy (+inf before the first)
+  std::vector<double> epoch_losses;
+  std::map<std::string, double> best_valid;
+  std::vector<Mat> adam_m, adam_v;  ///< Adam moments in registry order
+  /// The scalar fields as JSON (the moments are stored as tensors).
+  nlohmann::json counters_to_json() const;
+  /// Reads what counters_to_json wrote; throws ConfigError naming a missing or bad field.
+  void counters_from_json(const nlohmann::json& j);
+};
+
+/// Called by fit() with the state after an update, when a checkpoint is due.
+using CheckpointCallback = std::function<void(const TrainState& state)>;
+
+/// Asks a running fit() to stop after its current update (async-signal-safe: sets a flag).
+void request_stop();
+/// True once request_stop() was called (until clear_stop_request()).
+bool stop_requested();
+void clear_stop_request();
 
 /// One validation: its step and the value of every metric in TrainOptions::valid_metrics
 /// (cross-entropy in nats per target token, chrf and bleu on 0..100).
@@ -68,6 +109,7 @@ struct TrainResult {
   std::vector<ValidationResult> validations;  ///< every validation, in order
   std::map<std::string, double> best_valid;   ///< best value of each validation metric
   bool early_stopped = false;           ///< training ended by --early-stopping
+  bool interrupted = false;             ///< stopped by request_stop() (SIGINT/SIGTERM); checkpoint written
 };
 
 /// What chrf/bleu validation needs besides the tokenised examples: the target tokenizer (to
@@ -110,9 +152,18 @@ using SaveCallback = std::function<void(const std::string& which, const TrainRes
 /// numbers). Throws NumericError naming the step and tensor when the loss or a gradient is not
 /// finite, ConfigError when a validation metric is unknown or chrf/bleu (or a translation
 /// output) are asked for without `valid_text`.
+/// With `checkpoint`, the state is handed over every opts.save_freq updates and when a stop is
+/// requested (then fit returns with result.interrupted set, skipping the final validation and
+/// save). With `resume`, training continues from that state (the model must hold the weights
+/// saved with it): the remaining updates are bit-identical to those of an uninterrupted run
+/// with the same options and thread count.
 TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const std::vector<Example>& valid_examples, const TrainOptions& opts,
-                const SaveCallback& save = {}, const ValidationText* valid_text = nullptr);
+                const SaveCallback& save = {}, const ValidationText* valid_text = nullptr,
+                const CheckpointCallback& checkpoint = {}, const TrainState* resume = nullptr);
+
+/// Path of the resumable checkpoint of a model: <dir>/<stem>.checkpoint<ext>.
+std::string checkpoint_path(const std::string& model_path);
 
 /// Path of the best model of one validation metric: <dir>/<stem>.best-<metric><ext>.
 std::string best_model_path(const std::string& model_path, const std::string& metric);

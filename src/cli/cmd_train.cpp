@@ -1,6 +1,7 @@
 // `anuvad train`: flags (Marian names where they exist) → TrainOptions → anuvad::train.
 #include <spdlog/spdlog.h>
 
+#include <csignal>
 #include <memory>
 
 #include "anuvad/trainer.h"
@@ -71,7 +72,27 @@ void setup_train(CLI::App& app) {
   sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size, "Target SentencePiece vocabulary size")
       ->capture_default_str()->check(CLI::Range(8, 1000000));
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
-  sub->callback([opts] { train(*opts); });
+  sub->add_option("--save-freq", opts->save_freq,
+                  "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
+                  "(0 = only on SIGINT/SIGTERM)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_flag_callback("--no-resume", [opts] { opts->resume = false; },
+                         "Ignore and remove an existing checkpoint and start over (by default a "
+                         "run continues from it)");
+  sub->callback([opts] {
+    // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
+    // signal ends the process at once (the last complete checkpoint stays valid).
+    struct sigaction sa {};
+    sa.sa_handler = [](int sig) {
+      anuvad::request_stop();
+      std::signal(sig, SIG_DFL);
+    };
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, nullptr);
+    sigaction(SIGTERM, &sa, nullptr);
+    const TrainResult r = train(*opts);
+    if (r.interrupted) exit_code() = 130;
+  });
 }
 
 }  // namespace anuvad::cli

@@ -24,3 +24,9 @@ add_test(NAME e2e.batched_translation_equals_line_by_line
 set_tests_properties(e2e.exact_match_train_at_least_90_percent e2e.how_are_you_prints_devanagari
   e2e.translate_and_score_word_scores_agree_on_dev e2e.batched_translation_equals_line_by_line
   PROPERTIES FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
+
+# SIGINT → checkpoint → rerun continues bit-identically; SIGKILL never corrupts the checkpoint.
+add_test(NAME e2e.interrupt_and_resume_is_bit_identical
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.interrupt_and_resume_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
