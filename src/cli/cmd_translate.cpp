@@ -172,6 +172,10 @@ void run_translate(const TranslateOptions& o) {
         kept_src.push_back(src[i]);
         kept_text.push_back(lines[i].text);
       }
+      if (src[i].empty()) {  // an empty (or blank) line gives an empty line, whatever the format
+        std::cout << "\n";
+        continue;
+      }
       for (const Hypothesis& h : result[i]) {
         if (o.n_best) std::cout << sentence_id << " ||| ";
         std::cout << m.tgt_tokenizer->decode(h.tokens);
