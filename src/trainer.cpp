@@ -197,6 +197,81 @@ void TrainState::counters_from_json(const nlohmann::json& j) {
   if (step < 0 || epoch < 1 || next_batch < 0) throw ConfigError("checkpoint state: negative position");
 }
 
+const std::vector<std::string>& preset_names() {
+  static const std::vector<std::string> names{"tiny", "small"};
+  return names;
+}
+
+void apply_preset(const std::string& name, TrainOptions& opts) {
+  ModelConfig m;  // the built-in defaults are the tiny recipe
+  if (name == "tiny") {
+    opts.learning_rate = 1e-3;
+    opts.warmup_steps = 400;
+    opts.label_smoothing = 0.1;
+    opts.src_vocab_size = opts.tgt_vocab_size = 1000;
+  } else if (name == "small") {
+    // A few thousand pairs (Tatoeba hin-eng, 2541): wider, deeper, much more dropout.
+    m.d_model = 256;
+    m.n_heads = 4;
+    m.d_ff = 1024;
+    m.encoder_layers = m.decoder_layers = 3;
+    m.dropout = 0.3;
+    m.attention_dropout = 0.1;
+    m.ffn_dropout = 0.1;
+    opts.learning_rate = 7e-4;
+    opts.warmup_steps = 800;
+    opts.label_smoothing = 0.1;
+    opts.src_vocab_size = opts.tgt_vocab_size = 1000;
+  } else {
+    throw ConfigError("--preset: unknown preset '" + name + "' (tiny or small)");
+  }
+  opts.preset = name;
+  opts.model = m;
+}
+
+ModelConfig effective_model_config(const TrainOptions& opts) {
+  nlohmann::json j = opts.model.to_json();
+  std::string origin = "--preset " + opts.preset;
+  if (!opts.config_path.empty()) {
+    std::ifstream in(opts.config_path);
+    if (!in) throw IoError(opts.config_path + ": cannot open config file");
+    nlohmann::json file;
+    try {
+      file = nlohmann::json::parse(in);
+    } catch (const nlohmann::json::exception& e) {
+      throw ConfigError(opts.config_path + ": not valid JSON (" + e.what() + ")");
+    }
+    // Checked on its own first, so that an unknown key or bad type names the file.
+    (void)ModelConfig::from_json(file, opts.config_path);
+    j.update(file);
+    origin = opts.config_path;
+  }
+  if (!opts.model_overrides.empty()) {
+    j.update(opts.model_overrides);
+    origin = "command line";
+  }
+  j["src_vocab_size"] = opts.src_vocab_size;
+  j["tgt_vocab_size"] = opts.tgt_vocab_size;
+  ModelConfig cfg = ModelConfig::from_json(j, origin);
+  cfg.validate();
+  return cfg;
+}
+
+nlohmann::json effective_config_json(const TrainOptions& o) {
+  nlohmann::json training = {
+      {"train_sets", o.train_sets}, {"valid_sets", o.valid_sets}, {"model_path", o.model_path},
+      {"config_path", o.config_path}, {"seed", o.seed}, {"cpu_threads", o.cpu_threads},
+      {"after_epochs", o.after_epochs}, {"after_steps", o.after_steps},
+      {"batch_tokens", o.batch_tokens}, {"learning_rate", o.learning_rate},
+      {"warmup_steps", o.warmup_steps}, {"label_smoothing", o.label_smoothing},
+      {"clip_norm", o.clip_norm}, {"valid_freq", o.valid_freq}, {"valid_metrics", o.valid_metrics},
+      {"early_stopping", o.early_stopping}, {"valid_mini_batch", o.valid_mini_batch},
+      {"src_vocab_size", o.src_vocab_size}, {"tgt_vocab_size", o.tgt_vocab_size},
+      {"save_freq", o.save_freq}, {"resume", o.resume},
+      {"exponential_smoothing", o.exponential_smoothing}};
+  return {{"preset", o.preset}, {"model", effective_model_config(o).to_json()}, {"training", training}};
+}
+
 std::string checkpoint_path(const std::string& model_path) {
   std::filesystem::path p(model_path);
   return (p.parent_path() / (p.stem().string() + ".checkpoint" + p.extension().string())).string();
@@ -221,6 +296,8 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
       throw ConfigError("--valid-metrics: '" + m + "' is listed twice");
   }
   if (opts.early_stopping < 0) throw ConfigError("--early-stopping must be ≥ 0");
+  if (!(opts.exponential_smoothing >= 0 && opts.exponential_smoothing < 1))
+    throw ConfigError("--exponential-smoothing must be in [0, 1)");
   const bool translate = !valid_examples.empty() && needs_translation(opts);
   if (translate && (valid_text == nullptr || valid_text->tgt_tokenizer == nullptr ||
                     valid_text->references.size() != valid_examples.size()))
@@ -254,6 +331,14 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
     }
     adam.first_moments() = resume->adam_m;
     adam.second_moments() = resume->adam_v;
+    if (opts.exponential_smoothing > 0) {
+      if (resume->ema.size() != n) throw ConfigError("checkpoint: EMA weights do not match the model");
+      for (size_t i = 0; i < n; ++i) {
+        const Mat& p = model.params().params()[i].value;
+        if (resume->ema[i].rows() != p.rows() || resume->ema[i].cols() != p.cols())
+          throw ConfigError("checkpoint: EMA weights of " + model.params().params()[i].name + " have the wrong shape");
+      }
+    }
     step = resume->step;
     tokens_total = resume->tokens_total;
     best_ce = resume->best_ce;
@@ -268,6 +353,31 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
     t0 -= std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(resume->elapsed_seconds));
   }
 
+  // Exponential smoothing: θ_ema in registry order; swap_ema() exchanges it with the live
+  // weights (O(1) per matrix) around validation and saving.
+  const bool smoothing = opts.exponential_smoothing > 0;
+  std::vector<Mat> ema;
+  if (smoothing) {
+    if (resume) {
+      ema = resume->ema;
+    } else {
+      for (const Param& p : model.params().params()) ema.push_back(p.value);
+    }
+  }
+  auto swap_ema = [&] {
+    if (!smoothing) return;
+    auto& params = model.params().params();
+    for (size_t i = 0; i < params.size(); ++i) params[i].value.swap(ema[i]);
+  };
+  auto update_ema = [&] {
+    if (!smoothing) return;
+    const double t = static_cast<double>(step);
+    const Scalar beta = static_cast<Scalar>(std::min(1.0 - opts.exponential_smoothing, (1.0 + t) / (10.0 + t)));
+    const auto& params = model.params().params();
+    for (size_t i = 0; i < params.size(); ++i)
+      ema[i] = beta * ema[i] + (Scalar(1) - beta) * params[i].value;
+  };
+
   // Batches per epoch, for the ETA (bucketing gives nearly the same count every epoch).
   Rng probe_rng(opts.seed);
   const int64_t batches_per_epoch =
@@ -279,7 +389,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   // One validation: every metric of opts.valid_metrics, one log line, the best model of each
   // improved metric saved. Uses no random numbers (the training RNG is untouched). Returns true
   // when early stopping says training should end.
-  auto validate = [&]() -> bool {
+  auto validate_raw = [&]() -> bool {
     if (valid_examples.empty()) return false;
     ValidationResult v;
     v.step = step;
@@ -339,6 +449,14 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
       for (const auto& m : v.improved) save("best-" + m, result);
     return opts.early_stopping > 0 && stalled >= opts.early_stopping;
   };
+  auto validate = [&]() -> bool {
+    swap_ema();
+    struct SwapBack {
+      const std::function<void()> f;
+      ~SwapBack() { f(); }
+    } back{swap_ema};
+    return validate_raw();
+  };
 
   bool stop = false;
   for (int epoch = first_epoch; !stop && (opts.after_epochs <= 0 || epoch <= opts.after_epochs); ++epoch) {
@@ -375,6 +493,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
       clip_grad_norm(model.params(), opts.clip_norm);
       const double lr = inverse_sqrt_lr(opts.learning_rate, step, opts.warmup_steps);
       adam.step(model.params(), lr, step);
+      update_ema();
       epoch_loss += ls.loss_sum;
       epoch_tokens += ls.n_tokens;
       tokens_total += ls.n_tokens;
@@ -427,6 +546,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
         st.best_valid = result.best_valid;
         st.adam_m = adam.first_moments();
         st.adam_v = adam.second_moments();
+        st.ema = ema;
         checkpoint(st);
       }
       if (interrupt) {
@@ -448,24 +568,17 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   result.seconds = seconds_since(t0);
   result.tgt_tokens_per_second = tokens_total / std::max(result.seconds, 1e-9);
   result.last_train_loss = result.epoch_losses.empty() ? 0 : result.epoch_losses.back();
-  if (save) save("final", result);
+  if (save) {
+    swap_ema();
+    save("final", result);
+    swap_ema();
+  }
   return result;
 }
 
 TrainResult train(const TrainOptions& opts) {
   if (opts.cpu_threads > 0) omp_set_num_threads(opts.cpu_threads);
-  ModelConfig cfg;
-  if (!opts.config_path.empty()) {
-    std::ifstream in(opts.config_path);
-    if (!in) throw IoError(opts.config_path + ": cannot open config file");
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(opts.config_path + ": not valid JSON (" + e.what() + ")");
-    }
-    cfg = ModelConfig::from_json(j, opts.config_path);
-  }
+  ModelConfig cfg = effective_model_config(opts);
   const auto train_pairs = read_parallel_corpus(opts.train_sets);
   std::vector<SentencePair> valid_pairs;
   if (!opts.valid_sets.empty()) valid_pairs = read_parallel_corpus(opts.valid_sets);
@@ -486,7 +599,8 @@ TrainResult train(const TrainOptions& opts) {
 
   // The options a resumed run must share with the run that wrote the checkpoint.
   const nlohmann::json fingerprint = {
-      {"config", opts.config_path.empty() ? nlohmann::json(nullptr) : cfg.to_json()},
+      {"config", cfg.to_json()}, {"preset", opts.preset},
+      {"exponential_smoothing", opts.exponential_smoothing},
       {"train_sets", opts.train_sets}, {"valid_sets", opts.valid_sets}, {"seed", opts.seed},
       {"batch_tokens", opts.batch_tokens}, {"learning_rate", opts.learning_rate},
       {"warmup_steps", opts.warmup_steps}, {"label_smoothing", opts.label_smoothing},
@@ -530,26 +644,35 @@ TrainResult train(const TrainOptions& opts) {
       throw ModelFileError(ckpt + ": " + e.what());
     }
     std::map<std::string, RawTensor> adam_tensors;
-    for (const auto& [name, t] : f.tensors)
-      if (name.rfind("adam.", 0) == 0) adam_tensors[name] = t;
+    for (auto it = f.tensors.begin(); it != f.tensors.end();) {
+      if (it->first.rfind("adam.", 0) == 0 || it->first.rfind("ema.", 0) == 0) {
+        adam_tensors[it->first] = std::move(it->second);
+        it = f.tensors.erase(it);
+      } else {
+        ++it;
+      }
+    }
     TranslationModel loaded = model_from_safetensors(std::move(f), ckpt, "adam.");
     model = std::move(loaded.transformer);
     src_tok = std::move(loaded.src_tokenizer);
     tgt_tok = std::move(loaded.tgt_tokenizer);
     cfg = model->config();
+    const bool with_ema = opts.exponential_smoothing > 0;
     for (const Param& p : model->params().params()) {
-      for (const char* kind : {"adam.m.", "adam.v."}) {
+      for (const char* kind : {"adam.m.", "adam.v.", "ema."}) {
+        if (kind[0] == 'e' && !with_ema) continue;
         const auto it = adam_tensors.find(kind + p.name);
         if (it == adam_tensors.end() || it->second.dtype != "F32" ||
             it->second.bytes.size() != size_t(p.value.size()) * sizeof(float))
-          throw ModelFileError(ckpt + ": optimizer tensor " + std::string(kind) + p.name + " missing or misshapen");
+          throw ModelFileError(ckpt + ": optimizer/EMA tensor " + std::string(kind) + p.name + " missing or misshapen");
         Mat m(p.value.rows(), p.value.cols());
         for (Index i = 0; i < m.size(); ++i) {
           float x;
           std::memcpy(&x, &it->second.bytes[size_t(i) * sizeof(float)], sizeof(float));
           m.data()[i] = static_cast<Scalar>(x);
         }
-        (kind[5] == 'm' ? resume_state.adam_m : resume_state.adam_v).push_back(std::move(m));
+        (kind[0] == 'e' ? resume_state.ema : kind[5] == 'm' ? resume_state.adam_m : resume_state.adam_v)
+            .push_back(std::move(m));
       }
     }
     resuming = true;
@@ -581,9 +704,13 @@ TrainResult train(const TrainOptions& opts) {
     model = std::make_unique<Transformer>(cfg);
     model->init_parameters(opts.seed);
   }
-  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | {} parameters | {} threads",
+  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
+               cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
                model->params().num_elements(), omp_get_max_threads());
+  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
+               opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
+               opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 
   auto write_checkpoint = [&](const TrainState& st) {
     SafetensorsFile f = model_to_safetensors(*model, *src_tok, *tgt_tok,
@@ -592,7 +719,8 @@ TrainResult train(const TrainOptions& opts) {
                                               {"threads", std::to_string(omp_get_max_threads())}});
     const auto& params = model->params().params();
     for (size_t i = 0; i < params.size(); ++i)
-      for (const auto* mats : {&st.adam_m, &st.adam_v}) {
+      for (const auto* mats : {&st.adam_m, &st.adam_v, &st.ema}) {
+        if (mats->empty()) continue;  // no EMA without smoothing
         RawTensor t;
         t.dtype = "F32";
         t.shape = params[i].shape;
@@ -602,7 +730,8 @@ TrainResult train(const TrainOptions& opts) {
           const float x = static_cast<float>(m.data()[k]);
           std::memcpy(&t.bytes[size_t(k) * sizeof(float)], &x, sizeof(float));
         }
-        f.tensors[(mats == &st.adam_m ? "adam.m." : "adam.v.") + params[i].name] = std::move(t);
+        f.tensors[(mats == &st.adam_m ? "adam.m." : mats == &st.adam_v ? "adam.v." : "ema.") + params[i].name] =
+            std::move(t);
       }
     write_safetensors(ckpt, f);
   };

@@ -24,7 +24,15 @@ struct TrainOptions {
   std::vector<std::string> train_sets{"data/train.tsv"};  ///< one TSV or an .en/.hi pair
   std::vector<std::string> valid_sets{"data/dev.tsv"};    ///< empty: no validation
   std::string model_path = "models/default.safetensors";
-  std::string config_path;      ///< JSON ModelConfig; empty = built-in defaults
+  std::string config_path;      ///< JSON ModelConfig; its keys override `model`
+  /// Recipe the defaults come from ("tiny" or "small", see apply_preset); informational once
+  /// applied (apply_preset sets the fields below), but part of --dump-config and checkpoints.
+  std::string preset = "tiny";
+  /// Model hyperparameters before the config file (the preset's); the vocabulary sizes in it
+  /// are ignored (src_vocab_size / tgt_vocab_size below decide them).
+  ModelConfig model;
+  /// ModelConfig keys set by explicit flags: applied after the config file, so they win.
+  nlohmann::json model_overrides = nlohmann::json::object();
   uint64_t seed = 1;
   int cpu_threads = 0;          ///< 0 = all cores
   int after_epochs = 60;        ///< stop after this many epochs (0 = no limit)
@@ -51,6 +59,11 @@ struct TrainOptions {
   int save_freq = 200;
   /// Resume from the checkpoint next to the model when there is one (`--no-resume`: start over).
   bool resume = true;
+  /// Exponential moving average of the weights (Marian's --exponential-smoothing): 0 = off;
+  /// d > 0 updates θ_ema ← β·θ_ema + (1 − β)·θ after every update with
+  /// β = min(1 − d, (1 + t) / (10 + t)) at step t (Marian's warm-up, so that early steps do not
+  /// dominate). Validation and the saved models use θ_ema; training continues on θ.
+  double exponential_smoothing = 0;
   /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
   std::function<void(int64_t step)> on_step;
 };
@@ -73,6 +86,7 @@ struct TrainState {
   std::vector<double> epoch_losses;
   std::map<std::string, double> best_valid;
   std::vector<Mat> adam_m, adam_v;  ///< Adam moments in registry order
+  std::vector<Mat> ema;             ///< EMA weights in registry order (empty without smoothing)
   /// The scalar fields as JSON (the moments are stored as tensors).
   nlohmann::json counters_to_json() const;
   /// Reads what counters_to_json wrote; throws ConfigError naming a missing or bad field.
@@ -167,6 +181,23 @@ std::string checkpoint_path(const std::string& model_path);
 
 /// Path of the best model of one validation metric: <dir>/<stem>.best-<metric><ext>.
 std::string best_model_path(const std::string& model_path, const std::string& metric);
+
+/// Names accepted by apply_preset.
+const std::vector<std::string>& preset_names();
+
+/// Sets opts.preset and the recipe's fields: opts.model (depth, width, dropouts), learning
+/// rate, warm-up, label smoothing and vocabulary sizes. "tiny" = the built-in defaults
+/// (d_model 128, 2+2 layers, 1000/1000 pieces, lr 1e-3, warm-up 400); "small" = a recipe for a
+/// few thousand pairs. Throws ConfigError for another name.
+void apply_preset(const std::string& name, TrainOptions& opts);
+
+/// The model config a run uses: opts.model, then the keys of opts.config_path (a JSON file),
+/// then opts.model_overrides; vocabulary sizes from opts.src/tgt_vocab_size (before the
+/// tokenizers are trained). Throws IoError / ConfigError naming the file or key.
+ModelConfig effective_model_config(const TrainOptions& opts);
+
+/// What `anuvad train --dump-config` prints: {"preset", "model": ModelConfig, "training": options}.
+nlohmann::json effective_config_json(const TrainOptions& opts);
 
 /// Runs a whole training job as described by `opts`; writes the final model to
 /// opts.model_path and the best model of each validation metric next to it

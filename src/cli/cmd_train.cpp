@@ -2,8 +2,13 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <functional>
+#include <iostream>
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "anuvad/error.h"
 #include "anuvad/trainer.h"
 #include "commands.h"
 
@@ -14,8 +19,26 @@ int& exit_code() {
   return code;
 }
 
+namespace {
+
+/// Flags besides TrainOptions' own fields: the preset, the model hyperparameters (Marian names)
+/// and the options whose presence matters.
+struct TrainFlags {
+  std::string preset = "tiny";
+  bool dump_config = false;
+  std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
+  CLI::Option* smoothing_opt = nullptr;
+  /// An explicit flag's effect, replayed after the preset: (option, copy the parsed value).
+  std::vector<std::pair<CLI::Option*, std::function<void(TrainOptions& dst, const TrainOptions& parsed)>>> keep;
+  /// Model hyperparameter flags: (option, JSON key, value).
+  std::vector<std::tuple<CLI::Option*, std::string, std::function<nlohmann::json()>>> model;
+};
+
+}  // namespace
+
 void setup_train(CLI::App& app) {
   auto opts = std::make_shared<TrainOptions>();
+  auto flags = std::make_shared<TrainFlags>();
   CLI::App* sub = app.add_subcommand(
       "train", "Train SentencePiece vocabularies and a transformer on a parallel corpus "
                "(defaults: data/train.tsv, validated on data/dev.tsv, saved to "
@@ -39,12 +62,18 @@ void setup_train(CLI::App& app) {
   sub->add_option("--mini-batch-words,--batch-tokens", opts->batch_tokens,
                   "Padded token positions per batch")
       ->capture_default_str()->check(CLI::Range(16, 1000000));
-  sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--warmup-steps", opts->warmup_steps, "Linear warm-up updates")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε")
-      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
+  flags->keep.emplace_back(
+      sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate (default: the preset's)")
+          ->capture_default_str()->check(CLI::PositiveNumber),
+      [](TrainOptions& d, const TrainOptions& p) { d.learning_rate = p.learning_rate; });
+  flags->keep.emplace_back(
+      sub->add_option("--warmup-steps", opts->warmup_steps, "Linear warm-up updates (default: the preset's)")
+          ->capture_default_str()->check(CLI::PositiveNumber),
+      [](TrainOptions& d, const TrainOptions& p) { d.warmup_steps = p.warmup_steps; });
+  flags->keep.emplace_back(
+      sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε (default: the preset's)")
+          ->capture_default_str()->check(CLI::Range(0.0, 0.99)),
+      [](TrainOptions& d, const TrainOptions& p) { d.label_smoothing = p.label_smoothing; });
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates")
@@ -67,10 +96,52 @@ void setup_train(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("--disp-freq", opts->disp_freq, "Log a line every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--src-vocab-size", opts->src_vocab_size, "Source SentencePiece vocabulary size")
-      ->capture_default_str()->check(CLI::Range(8, 1000000));
-  sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size, "Target SentencePiece vocabulary size")
-      ->capture_default_str()->check(CLI::Range(8, 1000000));
+  flags->keep.emplace_back(
+      sub->add_option("--src-vocab-size", opts->src_vocab_size,
+                      "Source SentencePiece vocabulary size (default: the preset's)")
+          ->capture_default_str()->check(CLI::Range(8, 1000000)),
+      [](TrainOptions& d, const TrainOptions& p) { d.src_vocab_size = p.src_vocab_size; });
+  flags->keep.emplace_back(
+      sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size,
+                      "Target SentencePiece vocabulary size (default: the preset's)")
+          ->capture_default_str()->check(CLI::Range(8, 1000000)),
+      [](TrainOptions& d, const TrainOptions& p) { d.tgt_vocab_size = p.tgt_vocab_size; });
+  sub->add_option("--preset", flags->preset,
+                  "Recipe for the model and optimizer defaults: tiny (d_model 128, 2+2 layers, "
+                  "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (d_model 256, "
+                  "3+3 layers, dropout 0.3 + attention/FFN 0.1, lr 7e-4, warm-up 800; a few "
+                  "thousand pairs). -c FILE and explicit flags override it")
+      ->capture_default_str()
+      ->check(CLI::IsMember(preset_names()));
+  // Model hyperparameters (Marian names); they override the preset and -c FILE.
+  auto model_int = [&](const std::string& name, const std::string& key, const std::string& help) {
+    auto v = std::make_shared<int>(0);
+    CLI::Option* o = sub->add_option(name, *v, help)->check(CLI::PositiveNumber);
+    flags->model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
+  };
+  auto model_double = [&](const std::string& name, const std::string& key, const std::string& help) {
+    auto v = std::make_shared<double>(0);
+    CLI::Option* o = sub->add_option(name, *v, help)->check(CLI::Range(0.0, 0.99));
+    flags->model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
+  };
+  model_int("--dim-emb", "d_model", "Model width d_model");
+  model_int("--transformer-heads", "n_heads", "Attention heads");
+  model_int("--transformer-dim-ffn", "d_ff", "Feed-forward hidden width");
+  model_int("--enc-depth", "encoder_layers", "Encoder layers");
+  model_int("--dec-depth", "decoder_layers", "Decoder layers");
+  model_double("--transformer-dropout", "dropout", "Dropout on embeddings and residual branches");
+  model_double("--transformer-dropout-attention", "attention_dropout", "Dropout on attention weights");
+  model_double("--transformer-dropout-ffn", "ffn_dropout", "Dropout on the feed-forward hidden activation");
+  flags->smoothing_opt =
+      sub->add_option("--exponential-smoothing", flags->exponential_smoothing,
+                      "Keep an exponential moving average of the weights, used for validation "
+                      "and the saved models (Marian's convention: DECAY d, default 1e-4, gives "
+                      "θ_ema ← β·θ_ema + (1−β)·θ with β = min(1−d, (1+t)/(10+t)) at update t)")
+          ->expected(0, 1)
+          ->type_name("[DECAY]");
+  sub->add_flag("--dump-config", flags->dump_config,
+                "Print the effective configuration (model config and training options, preset "
+                "applied) as JSON and exit without training");
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
   sub->add_option("--save-freq", opts->save_freq,
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
@@ -79,7 +150,33 @@ void setup_train(CLI::App& app) {
   sub->add_flag_callback("--no-resume", [opts] { opts->resume = false; },
                          "Ignore and remove an existing checkpoint and start over (by default a "
                          "run continues from it)");
-  sub->callback([opts] {
+  sub->callback([opts, flags] {
+    // Preset first, then -c FILE (in train), then the flags given explicitly.
+    const TrainOptions parsed = *opts;
+    apply_preset(flags->preset, *opts);
+    for (const auto& [o, copy] : flags->keep)
+      if (o->count() > 0) copy(*opts, parsed);
+    for (const auto& [o, key, value] : flags->model)
+      if (o->count() > 0) opts->model_overrides[key] = value();
+    if (flags->smoothing_opt->count() > 0) {
+      const std::string& v = flags->exponential_smoothing;
+      double d = 1e-4;  // Marian's default when the flag has no value
+      if (!v.empty() && v != "true") {
+        try {
+          size_t used = 0;
+          d = std::stod(v, &used);
+          if (used != v.size()) throw std::invalid_argument(v);
+        } catch (const std::exception&) {
+          throw ConfigError("--exponential-smoothing: '" + v + "' is not a number");
+        }
+      }
+      if (!(d >= 0 && d < 1)) throw ConfigError("--exponential-smoothing must be in [0, 1)");
+      opts->exponential_smoothing = d;
+    }
+    if (flags->dump_config) {
+      std::cout << effective_config_json(*opts).dump(2) << std::endl;
+      return;
+    }
     // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
     // signal ends the process at once (the last complete checkpoint stays valid).
     struct sigaction sa {};

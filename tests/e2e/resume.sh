@@ -5,12 +5,12 @@
 #     same command must finish with a model byte-identical to A's;
 #  3. run C (checkpoint every 5 updates) gets SIGKILL mid-training: the last checkpoint must
 #     still load, and rerunning must again finish byte-identical to A.
-# Usage: resume.sh ANUVAD CORPUS.tsv CONFIG.json
+# Usage: resume.sh ANUVAD CORPUS.tsv CONFIG.json [EXTRA TRAIN FLAGS...]
 set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=(train --train-sets "$corpus" --no-valid -c "$config" --after-epochs 150 --cpu-threads 2 -q --disp-freq 1)
+args=(train --train-sets "$corpus" --no-valid -c "$config" --after-epochs 150 --cpu-threads 2 -q --disp-freq 1 "${@:4}")
 wait_for_step() {  # log, step
   for _ in $(seq 1 600); do
     grep -q "step $2 " "$1" 2>/dev/null && return 0
