@@ -204,3 +204,16 @@ set_tests_properties(cli.train_tiny_valid_metrics PROPERTIES
   FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
   LABELS cli
   TIMEOUT 20)
+
+# --- anuvad average ---------------------------------------------------------------------------
+
+# Mean of a model with itself = the model; of two runs = the element-wise mean; configs differ →
+# an error naming the file.
+add_test(NAME cli.average
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/average.sh $<TARGET_FILE:anuvad>
+          ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json)
+set_tests_properties(cli.average PROPERTIES
+  PASS_REGULAR_EXPRESSION "a\\+b is the mean"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 60)

@@ -15,6 +15,8 @@ void setup_score(CLI::App& app);
 void setup_evaluate(CLI::App& app);
 /// `anuvad attention`: renders an attention dump (JSON) as an HTML page.
 void setup_attention(CLI::App& app);
+/// `anuvad average`: element-wise mean of the weights of compatible models.
+void setup_average(CLI::App& app);
 
 /// Exit code of the last subcommand run (0 = success); set by commands that keep going after
 /// per-line errors.

@@ -26,6 +26,7 @@ int main(int argc, char** argv) {
   anuvad::cli::setup_score(app);
   anuvad::cli::setup_evaluate(app);
   anuvad::cli::setup_attention(app);
+  anuvad::cli::setup_average(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
