@@ -1,0 +1,189 @@
+#!/usr/bin/env bash
+# anuvad vs the PyTorch reference (../shared/bench/torch_ref.py) on this machine: runs both
+# benchmarks alternately, config by config and mode by mode, each config x mode in its own
+# process, writes the JSON lines to a results folder and prints markdown tables with the ratios
+# ours / torch (tests/bench/summarize.py). See tests/bench/README.md.
+#
+#   tests/bench/run_vs_torch.sh                    # tiny, small, base: train + greedy decode (~8-10 min)
+#   tests/bench/run_vs_torch.sh --extras           # + anuvad-only beam 4, greedy API, length scaling
+#   tests/bench/run_vs_torch.sh --only-extras      # just the anuvad-only modes (~3 min)
+#   tests/bench/run_vs_torch.sh --configs tiny,small --quick
+#
+# Options:
+#   --out DIR          results folder (default $TMPDIR/anuvad-bench-<date>, or /tmp/...)
+#   --configs LIST     comma-separated subset of tiny,small,base (default all three)
+#   --quick            fewer steps/repeats on both sides (--steps 3 --warmup 1 --repeats 1
+#                      --bs1-sentences 8): a smoke test, not a measurement
+#   --extras           also the anuvad-only modes (greedy_api_b*, beam4_cached_b*, decode_length,
+#                      scale_train / scale_decode at L = 16, 64, 256, 1024)
+#   --only-extras      only those
+#   --no-torch         anuvad side only
+#   --install          apt-get install the torch side's packages when missing (needs root)
+# Environment:
+#   BENCH              anuvad_bench binary (default: build/tests/anuvad_bench, built here if missing
+#                      or older than tests/bench/bench.cpp)
+#   TORCH_BENCH_DIR    folder of torch_ref.py (default: ../shared/bench relative to the repo root);
+#                      when absent the torch side is skipped
+#   PY                 Python for torch_ref.py (default /usr/bin/python3, Debian's, with python3-torch)
+#   BLAS               openblas-openmp (default) | openblas-pthread | reference | system: torch's BLAS
+#                      via LD_LIBRARY_PATH, exactly as ../shared/bench/run_all.sh picks it
+#   THREADS            threads on both sides (default 2)
+#   SCALE_CONFIG       config of the sentence-length scaling (default small)
+#   SCALE_LENGTHS      (default "16 64 256 1024")
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(cd "$here/../.." && pwd)"
+configs="tiny,small,base"
+quick=0 main=1 extras=0 torch_side=1 install=0
+OUT="${OUT:-}"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --out) OUT="$2"; shift 2 ;;
+    --configs) configs="$2"; shift 2 ;;
+    --quick) quick=1; shift ;;
+    --extras) extras=1; shift ;;
+    --only-extras) extras=1; main=0; shift ;;
+    --no-torch) torch_side=0; shift ;;
+    --install) install=1; shift ;;
+    -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+    *) echo "run_vs_torch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
+THREADS="${THREADS:-2}"
+OUT="${OUT:-${TMPDIR:-/tmp}/anuvad-bench-$(date +%Y%m%d-%H%M%S)}"
+TORCH_BENCH_DIR="${TORCH_BENCH_DIR:-$repo/../shared/bench}"
+PY="${PY:-/usr/bin/python3}"
+BLAS="${BLAS:-openblas-openmp}"
+SCALE_CONFIG="${SCALE_CONFIG:-small}"
+SCALE_LENGTHS="${SCALE_LENGTHS:-16 64 256 1024}"
+common_args=(--threads "$THREADS")
+[ "$quick" = 1 ] && common_args+=(--steps 3 --warmup 1 --repeats 1 --bs1-sentences 8)
+
+# ---- anuvad_bench
+BENCH="${BENCH:-}"
+if [ -z "$BENCH" ]; then
+  BENCH="$repo/build/tests/anuvad_bench"
+  if [ ! -x "$BENCH" ] || [ "$here/bench.cpp" -nt "$BENCH" ]; then
+    echo "building anuvad_bench..." >&2
+    cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+    make -C "$repo/build" -j2 anuvad_bench >/dev/null
+  fi
+fi
+[ -x "$BENCH" ] || { echo "no anuvad_bench at $BENCH" >&2; exit 1; }
+
+# ---- torch side: Debian's python3-torch with OpenBLAS (as ../shared/bench/run_all.sh)
+lib_path=""
+if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
+  if [ ! -f "$TORCH_BENCH_DIR/torch_ref.py" ]; then
+    echo "no $TORCH_BENCH_DIR/torch_ref.py: skipping the PyTorch side" >&2
+    torch_side=0
+  fi
+fi
+if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
+  pkgs="python3-torch python3-numpy"
+  case "$BLAS" in openblas-openmp) pkgs="$pkgs libopenblas0-openmp" ;; openblas-pthread) pkgs="$pkgs libopenblas0-pthread" ;; esac
+  multiarch="$(gcc -print-multiarch 2>/dev/null || dpkg-architecture -qDEB_HOST_MULTIARCH)"
+  alt_dir() {
+    update-alternatives --list "$1-$multiarch" 2>/dev/null | grep "/$2/$1\$" | head -1 | xargs -r dirname
+  }
+  missing=0
+  "$PY" -c 'import torch, numpy' 2>/dev/null || missing=1
+  case "$BLAS" in openblas-*) [ -n "$(alt_dir libblas.so.3 "$BLAS")" ] || missing=1 ;; esac
+  if [ "$missing" = 1 ]; then
+    if [ "$install" = 1 ]; then
+      apt-get install -y $pkgs >&2 || { apt-get update >&2 && apt-get install -y $pkgs >&2; }
+    else
+      echo "the PyTorch side needs: apt-get install -y $pkgs (or pass --install); skipping it" >&2
+      torch_side=0
+    fi
+  fi
+fi
+if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
+  case "$BLAS" in
+    openblas-openmp)  lib_path="$(alt_dir libblas.so.3 openblas-openmp)" ;;
+    openblas-pthread) lib_path="$(alt_dir libblas.so.3 openblas-pthread)" ;;
+    reference)
+      b="$(alt_dir libblas.so.3 blas)"; l="$(alt_dir liblapack.so.3 lapack)"
+      lib_path="$b${l:+:$l}" ;;
+    system) lib_path="" ;;
+    *) echo "BLAS must be openblas-openmp, openblas-pthread, reference or system" >&2; exit 2 ;;
+  esac
+fi
+with_blas() { if [ -n "$lib_path" ]; then LD_LIBRARY_PATH="$lib_path${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" "$@"; else "$@"; fi; }
+
+mkdir -p "$OUT/anuvad" "$OUT/torch"
+echo "results -> $OUT" >&2
+printf 'time\twhat\tload1\tload5\tload15\n' > "$OUT/loadavg.tsv"
+note_load() { printf '%s\t%s\t%s\n' "$(date +%H:%M:%S)" "$1" "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '\t')" >> "$OUT/loadavg.tsv"; }
+{
+  echo "date: $(date -Is)"
+  echo "command: $0 $*"
+  echo "repo: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') $(git -C "$repo" status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes present)')"
+  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc); family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')"
+  echo "avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"
+  echo "kernel: $(uname -r)"
+  echo "g++: $(g++ --version | head -1)"
+  echo "eigen: $(dpkg-query -W -f='${Version}' libeigen3-dev 2>/dev/null || echo '?')"
+  if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
+    echo "python: $("$PY" --version 2>&1)"
+    echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
+    echo "BLAS mode: $BLAS (LD_LIBRARY_PATH prefix: ${lib_path:-none})"
+  fi
+  echo "threads: $THREADS"
+  echo "load at start: $(cat /proc/loadavg)"
+} > "$OUT/machine.txt"
+
+failed=0
+ours() {  # ours CONFIG MODE [extra args] -> one process, JSON appended to anuvad/*.jsonl
+  local c="$1" m="$2"; shift 2
+  local t0=$SECONDS
+  note_load "anuvad $c $m $*"
+  if ! "$BENCH" --config "$c" --mode "$m" "${common_args[@]}" "$@" >> "$OUT/anuvad/${file:-anuvad}.jsonl" 2>> "$OUT/anuvad/anuvad.log"; then
+    echo "  anuvad $c $m FAILED (see $OUT/anuvad/anuvad.log)" >&2; failed=$((failed + 1))
+  fi
+  echo "  anuvad $c $m $*: $((SECONDS - t0)) s" >&2
+}
+theirs() {  # theirs CONFIG MODE
+  local c="$1" m="$2"
+  local t0=$SECONDS
+  note_load "torch $c $m"
+  if ! with_blas "$PY" "$TORCH_BENCH_DIR/torch_ref.py" --config "$c" --mode "$m" "${common_args[@]}" \
+      >> "$OUT/torch/torch_ref.jsonl" 2>> "$OUT/torch/torch_ref.log"; then
+    echo "  torch $c $m FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1))
+  fi
+  echo "  torch $c $m: $((SECONDS - t0)) s" >&2
+}
+
+IFS=',' read -r -a config_list <<< "$configs"
+if [ "$main" = 1 ]; then
+  for c in "${config_list[@]}"; do
+    echo "== $c" >&2
+    [ "$torch_side" = 1 ] && theirs "$c" train
+    file=anuvad ours "$c" train
+    [ "$torch_side" = 1 ] && theirs "$c" decode
+    for m in decode_naive_b1 decode_cached_b1 decode_naive_b64 decode_cached_b64; do
+      file=anuvad ours "$c" "$m"
+    done
+  done
+fi
+if [ "$extras" = 1 ]; then
+  echo "== anuvad-only modes" >&2
+  for c in "${config_list[@]}"; do
+    for m in greedy_api_b1 greedy_api_b64 beam4_cached_b1 beam4_cached_b64; do
+      file=extras ours "$c" "$m"
+    done
+  done
+  file=extras ours small decode_length --lengths 20,40,80,100
+  for L in $SCALE_LENGTHS; do
+    file=extras ours "$SCALE_CONFIG" scale_train --length "$L"
+    file=extras ours "$SCALE_CONFIG" scale_decode --length "$L"
+  done
+fi
+note_load end
+echo "load at end: $(cat /proc/loadavg)" >> "$OUT/machine.txt"
+
+python3 "$here/summarize.py" "$OUT" | tee "$OUT/summary.md"
+echo >&2
+echo "results in $OUT (summary.md, machine.txt, loadavg.tsv)" >&2
+[ "$failed" = 0 ]
