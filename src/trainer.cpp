@@ -210,16 +210,16 @@ void apply_preset(const std::string& name, TrainOptions& opts) {
     opts.label_smoothing = 0.1;
     opts.src_vocab_size = opts.tgt_vocab_size = 1000;
   } else if (name == "small") {
-    // A few thousand pairs (Tatoeba hin-eng, 2541): wider, deeper, much more dropout.
-    m.d_model = 256;
-    m.n_heads = 4;
-    m.d_ff = 1024;
-    m.encoder_layers = m.decoder_layers = 3;
+    // A few thousand pairs (Tatoeba hin-eng, 2541) in minutes on 2 cores: the tiny network with
+    // the regularisation such a corpus needs (the PyTorch reference's best Tatoeba setting used
+    // dropout 0.3 everywhere). A wider network (d_model 256, 3+3 layers: 6.0 M instead of 1.2 M
+    // parameters) is about 3x slower per update and did not get far enough in a 15-minute
+    // budget on a loaded 2-core machine to be worth it.
     m.dropout = 0.3;
     m.attention_dropout = 0.1;
     m.ffn_dropout = 0.1;
-    opts.learning_rate = 7e-4;
-    opts.warmup_steps = 800;
+    opts.learning_rate = 1e-3;
+    opts.warmup_steps = 400;
     opts.label_smoothing = 0.1;
     opts.src_vocab_size = opts.tgt_vocab_size = 1000;
   } else {

@@ -108,9 +108,9 @@ void setup_train(CLI::App& app) {
       [](TrainOptions& d, const TrainOptions& p) { d.tgt_vocab_size = p.tgt_vocab_size; });
   sub->add_option("--preset", flags->preset,
                   "Recipe for the model and optimizer defaults: tiny (d_model 128, 2+2 layers, "
-                  "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (d_model 256, "
-                  "3+3 layers, dropout 0.3 + attention/FFN 0.1, lr 7e-4, warm-up 800; a few "
-                  "thousand pairs). -c FILE and explicit flags override it")
+                  "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (the same "
+                  "network with dropout 0.3 and attention/FFN dropout 0.1; a few thousand pairs "
+                  "such as Tatoeba). -c FILE and explicit flags override it")
       ->capture_default_str()
       ->check(CLI::IsMember(preset_names()));
   // Model hyperparameters (Marian names); they override the preset and -c FILE.
