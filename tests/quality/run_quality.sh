@@ -80,6 +80,10 @@ for l in open(log):
         star = " *" if "new best" in l and "chrf" in l.split("new best")[1] else ""
         lines.append(f"| {m.group(1)} | {last_epoch} | {m.group(2)}{star} | {m.group(3)} |")
 m = re.search(r"done: (\d+) epochs, (\d+) steps in ([\d.]+) s, (\d+) target tokens/s", open(log).read())
+if m and lines[-1].startswith(f"| {m.group(2)} | "):  # the final validation: epoch of the end
+    cells = lines[-1].split(" | ")
+    cells[1] = m.group(1)
+    lines[-1] = " | ".join(cells)
 if m:
     lines.append("")
     lines.append(f"{m.group(1)} epochs, {m.group(2)} steps in {m.group(3)} s, {m.group(4)} target tokens/s; * = new best dev chrF2 (the evaluated model)")
