@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Markdown tables of an anuvad-vs-PyTorch benchmark folder written by run_vs_torch.sh.
 
-    python3 tests/bench/summarize.py RESULTS_DIR
+    python3 tests/bench/summarize.py RESULTS_DIR [RESULTS_DIR ...]
 
-Reads every *.jsonl under RESULTS_DIR (recursively). A line with "impl": "anuvad" comes from
+Reads every *.jsonl under each RESULTS_DIR (recursively; several folders are merged, e.g. a main
+run and an --only-extras run). A line with "impl": "anuvad" comes from
 anuvad_bench, any other line with a "mode" from ../shared/bench/torch_ref.py. Prints:
 training (target tokens/s), greedy decoding (tokens/s), peak RSS per mode, each with the ratio
 ours / torch, then the anuvad-only tables (greedy through decode_batch, beam 4, output-length
@@ -31,9 +32,11 @@ def load_dir(d):
                     line = line.strip()
                     if line.startswith("{"):
                         try:
-                            rows.append(json.loads(line))
+                            r = json.loads(line)
                         except json.JSONDecodeError:
-                            pass
+                            continue
+                        r["_file"] = f
+                        rows.append(r)
     return rows
 
 
@@ -69,11 +72,11 @@ def rss_of(r):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("dir")
+    ap.add_argument("dirs", nargs="+")
     args = ap.parse_args()
-    rows = load_dir(args.dir)
+    rows = [r for d in args.dirs for r in load_dir(d)]
     if not rows:
-        print(f"no JSON lines under {args.dir}", file=sys.stderr)
+        print(f"no JSON lines under {' '.join(args.dirs)}", file=sys.stderr)
         return 1
     ours = [r for r in rows if r.get("impl") == "anuvad" and "mode" in r]
     torch = [r for r in rows if r.get("impl") != "anuvad" and "mode" in r]
@@ -85,7 +88,13 @@ def main():
             out[key] = r
         return out
 
-    o, t = index(ours), index(torch)
+    # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
+    # decode_batch modes; the main tables prefer the main run's rows when both are present.
+    main_rows = [r for r in ours if r["_file"] != "extras.jsonl"]
+    extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
+    o = index(extra_rows + main_rows)  # later rows win
+    ox = index(main_rows + extra_rows)
+    t = index(torch)
     configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
 
     def get(ix, config, mode):
@@ -107,9 +116,10 @@ def main():
                          f"{env.get('blas_core', '')}, {env.get('torch_threads')} threads")
         print("; ".join(parts) + ".\n")
 
-    load_path = os.path.join(args.dir, "loadavg.tsv")
-    if os.path.exists(load_path):
-        loads = []
+    loads = []
+    for load_path in [os.path.join(d, "loadavg.tsv") for d in args.dirs]:
+        if not os.path.exists(load_path):
+            continue
         with open(load_path) as f:
             for line in f:
                 p = line.rstrip("\n").split("\t")
@@ -118,10 +128,10 @@ def main():
                         loads.append(float(p[2]))
                     except ValueError:
                         pass
-        if loads:
-            print(f"1-minute load average before each benchmark process: min {min(loads):.2f}, "
-                  f"median {sorted(loads)[len(loads) // 2]:.2f}, max {max(loads):.2f} "
-                  f"(2 CPUs; anything above ~0.5 means other work shared the cores).\n")
+    if loads:
+        print(f"1-minute load average before each benchmark process: min {min(loads):.2f}, "
+              f"median {sorted(loads)[len(loads) // 2]:.2f}, max {max(loads):.2f} "
+              f"(2 CPUs; anything above ~0.5 means other work shared the cores).\n")
 
     # ---- training
     if any(get(o, c, "train") or get(t, c, "train") for c in configs):
@@ -176,7 +186,8 @@ def main():
         print("### anuvad: decode_batch (greedy and beam 4), tokens/s, exactly 20 output tokens per sentence "
               "(EOS logit −1e9)\n")
         print("Output tokens only (a beam-4 sentence counts 20, not 80). 'vs cached greedy' = this mode's "
-              "tokens/s over decode_cached at the same batch size (hand-driven decode_step + argmax).\n")
+              "tokens/s over decode_cached at the same batch size (hand-driven decode_step + argmax), "
+              "measured just before it in the same run when the run had --extras.\n")
         print("| config | mode | anuvad tok/s | vs cached greedy | vs torch cached greedy | peak RSS MiB |")
         print("|---|---|---|---|---|---|")
         for c in configs:
@@ -185,7 +196,7 @@ def main():
                 if not a:
                     continue
                 bsz = m.rsplit("_", 1)[1]
-                g, tg = get(o, c, "decode_cached_" + bsz), get(t, c, "decode_cached_" + bsz)
+                g, tg = get(ox, c, "decode_cached_" + bsz), get(t, c, "decode_cached_" + bsz)
                 print(f"| {c} | {m} | {stat(a['tokens_per_s'])} "
                       f"| {ratio(med(a['tokens_per_s']), g and med(g['tokens_per_s']))} "
                       f"| {ratio(med(a['tokens_per_s']), tg and med(tg['tokens_per_s']))} | {fmt(rss_of(a))} |")
