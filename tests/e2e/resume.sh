@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interruption and resume, end to end, with real signals:
-#  1. an uninterrupted run A;
+#  1. an uninterrupted run A (1500 updates, long enough that the signals below always land
+#     mid-training);
 #  2. run B gets SIGINT mid-training: it must exit 130 leaving a checkpoint, and rerunning the
 #     same command must finish with a model byte-identical to A's;
 #  3. run C (checkpoint every 5 updates) gets SIGKILL mid-training: the last checkpoint must
@@ -10,11 +11,11 @@ set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=(train --train-sets "$corpus" --no-valid -c "$config" --after-epochs 150 --cpu-threads 2 -q --disp-freq 1 "${@:4}")
+args=(train --train-sets "$corpus" --no-valid -c "$config" --after-epochs 1500 --cpu-threads 2 -q --disp-freq 1 "${@:4}")
 wait_for_step() {  # log, step
-  for _ in $(seq 1 600); do
+  for _ in $(seq 1 6000); do
     grep -q "step $2 " "$1" 2>/dev/null && return 0
-    sleep 0.1
+    sleep 0.01
   done
   echo "training never reached step $2"; cat "$1"; exit 1
 }
