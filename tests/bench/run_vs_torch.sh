@@ -21,8 +21,8 @@
 #   --no-torch         anuvad side only
 #   --install          apt-get install the torch side's packages when missing (needs root)
 # Environment:
-#   BENCH              anuvad_bench binary (default: build/tests/anuvad_bench, built here if missing
-#                      or older than tests/bench/bench.cpp)
+#   BENCH              anuvad_bench binary to use as is (default: build/tests/anuvad_bench, which
+#                      is (re)built here with cmake + make anuvad_bench first)
 #   TORCH_BENCH_DIR    folder of torch_ref.py (default: ../shared/bench relative to the repo root);
 #                      when absent the torch side is skipped
 #   PY                 Python for torch_ref.py (default /usr/bin/python3, Debian's, with python3-torch)
@@ -35,6 +35,7 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+command_line="$0 $*"
 configs="tiny,small,base"
 quick=0 main=1 extras=0 torch_side=1 install=0
 OUT="${OUT:-}"
@@ -63,13 +64,11 @@ common_args=(--threads "$THREADS")
 
 # ---- anuvad_bench
 BENCH="${BENCH:-}"
-if [ -z "$BENCH" ]; then
+if [ -z "$BENCH" ]; then  # (re)build against the current library sources; a no-op when up to date
   BENCH="$repo/build/tests/anuvad_bench"
-  if [ ! -x "$BENCH" ] || [ "$here/bench.cpp" -nt "$BENCH" ]; then
-    echo "building anuvad_bench..." >&2
-    cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-    make -C "$repo/build" -j2 anuvad_bench >/dev/null
-  fi
+  echo "building anuvad_bench..." >&2
+  cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  make -C "$repo/build" -j2 anuvad_bench >/dev/null
 fi
 [ -x "$BENCH" ] || { echo "no anuvad_bench at $BENCH" >&2; exit 1; }
 
@@ -119,7 +118,8 @@ printf 'time\twhat\tload1\tload5\tload15\n' > "$OUT/loadavg.tsv"
 note_load() { printf '%s\t%s\t%s\n' "$(date +%H:%M:%S)" "$1" "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '\t')" >> "$OUT/loadavg.tsv"; }
 {
   echo "date: $(date -Is)"
-  echo "command: $0 $*"
+  echo "command: $command_line"
+  echo "anuvad_bench: $BENCH, built $(date -r "$BENCH" -Is)"
   echo "repo: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') $(git -C "$repo" status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes present)')"
   echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc); family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')"
   echo "avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"

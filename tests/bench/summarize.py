@@ -131,7 +131,8 @@ def main():
     if loads:
         print(f"1-minute load average before each benchmark process: min {min(loads):.2f}, "
               f"median {sorted(loads)[len(loads) // 2]:.2f}, max {max(loads):.2f} "
-              f"(2 CPUs; anything above ~0.5 means other work shared the cores).\n")
+              f"(2 CPUs; the benchmark's own threads account for up to their number, more than that is "
+              f"other work sharing the cores).\n")
 
     # ---- training
     if any(get(o, c, "train") or get(t, c, "train") for c in configs):
