@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <omp.h>
+
 #include "anuvad/error.h"
 
 namespace anuvad {
@@ -31,33 +33,52 @@ void masked_softmax_row(Row&& row, int n) {
 void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
                                   const AttentionShape& s, const AttentionMask& mask,
                                   const Mat& drop, Mat& probs, Mat& ctx) {
+  probs.resize(Index(s.batch) * s.n_heads * s.n_queries, s.n_keys);
+  ctx.resize(q.rows(), q.cols());
+  scaled_dot_product_attention_into(q, k, v, s, mask, drop, probs, ctx);
+}
+
+void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat& k,
+                                       const Mat& v, const AttentionShape& s,
+                                       const AttentionMask& mask, const Mat& drop,
+                                       Eigen::Ref<Mat> probs, Eigen::Ref<Mat> ctx) {
   const Index d_model = q.cols();
+  ANUVAD_CHECK_SHAPE(s.n_heads > 0 && d_model % s.n_heads == 0, "attention: n_heads must divide d_model");
   const Index d_head = d_model / s.n_heads;
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(d_head));
   ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch) * s.n_queries, "attention: q has wrong rows");
-  int n_kv_blocks = s.batch;
+  ANUVAD_CHECK_SHAPE(probs.rows() == Index(s.batch) * s.n_heads * s.n_queries &&
+                         probs.cols() == s.n_keys && ctx.rows() == q.rows() && ctx.cols() == d_model,
+                     "attention: probs/ctx have wrong shape");
+  int n_kv_blocks = s.batch_offset + s.batch;
   if (s.kv_index != nullptr) {
-    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) == s.batch, "attention: kv_index size");
+    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) >= s.batch_offset + s.batch,
+                       "attention: kv_index size");
     n_kv_blocks = 0;
-    for (int i : *s.kv_index) n_kv_blocks = std::max(n_kv_blocks, i + 1);
+    for (int b = 0; b < s.batch; ++b)
+      n_kv_blocks = std::max(n_kv_blocks, (*s.kv_index)[s.batch_offset + b] + 1);
   }
   ANUVAD_CHECK_SHAPE(k.rows() >= Index(n_kv_blocks - 1) * s.k_stride + s.n_keys &&
                          v.rows() == k.rows() && k.cols() == d_model && v.cols() == d_model,
                      "attention: k/v have wrong shape");
-  probs.resize(Index(s.batch) * s.n_heads * s.n_queries, s.n_keys);
-  ctx.resize(q.rows(), d_model);
   const int n_pairs = s.batch * s.n_heads;
-#pragma omp parallel for schedule(static) if (n_pairs > 1)
+  // A parallel region costs microseconds: worth it only above ~32k multiply-adds, and never
+  // nested (the incremental decoder already runs row blocks in parallel).
+  const double work = double(n_pairs) * s.n_queries * s.n_keys * double(d_head);
+  const bool parallel = n_pairs > 1 && work >= 32768.0 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
-    const Index kv = s.kv_index ? (*s.kv_index)[b] : b;
+    const int sentence = s.batch_offset + b;  // index into kv_index, k/v blocks and the mask
+    const Index kv = s.kv_index ? (*s.kv_index)[sentence] : sentence;
     const auto qb = q.block(Index(b) * s.n_queries, h * d_head, s.n_queries, d_head);
     const auto kb = k.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
     const auto vb = v.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
     auto p = probs.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
     p.noalias() = qb * kb.transpose();
     p *= scale;
-    for (int i = 0; i < s.n_queries; ++i) masked_softmax_row(p.row(i), mask.visible(b, i, s.n_keys));
+    for (int i = 0; i < s.n_queries; ++i)
+      masked_softmax_row(p.row(i), mask.visible(sentence, i, s.n_keys));
     auto cb = ctx.block(Index(b) * s.n_queries, h * d_head, s.n_queries, d_head);
     if (drop.size() > 0) {
       const auto db = drop.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);

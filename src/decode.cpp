@@ -15,6 +15,8 @@
 #include <limits>
 #include <numeric>
 
+#include <omp.h>
+
 #include "anuvad/error.h"
 #include "anuvad/loss.h"
 
@@ -78,6 +80,44 @@ struct Candidate {
   int32_t token;
   double logp;
 };
+
+/// A proposed next token of one row and its log-probability.
+struct Proposal {
+  Scalar logp;
+  int32_t token;
+};
+
+/// For each row r of logits [R, V]: the `take` tokens with the highest log-probability
+/// log_softmax(logits)[r, v] (ties: lower id first), PAD, BOS and (unless allow_unk) UNK
+/// excluded, best first, into out[r·take ..]. Only the rows with wanted[r] are computed.
+/// The log-probabilities are bit-identical to log_softmax_rows (same logsumexp, then
+/// logit − lse); no [R, V] matrix is written.
+void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vector<char>& wanted,
+                   std::vector<Proposal>& out) {
+  const Index R = logits.rows(), V = logits.cols();
+  out.assign(size_t(R) * take, Proposal{-std::numeric_limits<Scalar>::infinity(), -1});
+  const bool parallel = double(R) * double(V) >= 65536.0 && !omp_in_parallel();
+#pragma omp parallel for schedule(static) if (parallel)
+  for (Index r = 0; r < R; ++r) {
+    if (!wanted[size_t(r)]) continue;
+    const auto z = logits.row(r);
+    const Scalar lse = logsumexp(z);
+    Proposal* best = out.data() + size_t(r) * take;  // sorted, best first
+    int n = 0;
+    for (Index v = 0; v < V; ++v) {
+      if (v == kPadId || v == kBosId || (v == kUnkId && !allow_unk)) continue;
+      const Scalar lp = z[v] - lse;
+      // Ascending v: an equal log-probability ranks after the ones already kept.
+      if (n == take && !(lp > best[n - 1].logp)) continue;
+      int j = n < take ? n++ : take - 1;
+      while (j > 0 && lp > best[j - 1].logp) {
+        best[j] = best[j - 1];
+        --j;
+      }
+      best[j] = Proposal{lp, static_cast<int32_t>(v)};
+    }
+  }
+}
 
 }  // namespace
 
@@ -153,28 +193,27 @@ std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
   std::vector<int> parents(size_t(N) * K);
   Mat logits;
   std::vector<Candidate> cands;
+  std::vector<char> wanted(size_t(N) * K);
+  std::vector<Proposal> proposals;
+  const int n_allowed = static_cast<int>(model.config().tgt_vocab_size) - 2 - (opts.allow_unk ? 0 : 1);
+  const int take = std::max(0, std::min(2 * K, n_allowed));
   for (int t = 0; t < capacity; ++t) {
     if (std::all_of(done.begin(), done.end(), [](char d) { return d != 0; })) break;
     model.decode_step(tokens, state, logits);
-    const Mat logp = log_softmax_rows(logits);
+    // Proposals of every live beam: its 2K best tokens (PAD, BOS and maybe UNK excluded).
+    for (int i = 0; i < N; ++i)
+      for (int k = 0; k < K; ++k) wanted[size_t(i) * K + k] = !done[i] && live[i][k];
+    top_proposals(logits, take, opts.allow_unk, wanted, proposals);
     for (int i = 0; i < N; ++i) {
       for (int k = 0; k < K; ++k) parents[size_t(i) * K + k] = i * K + k;
       if (done[i]) continue;
-      // Proposals of every live beam: its 2K best tokens (PAD, BOS and maybe UNK excluded).
       cands.clear();
       for (int k = 0; k < K; ++k) {
         if (!live[i][k]) continue;
-        const Index row = Index(i) * K + k;
-        std::vector<int32_t> ids;
-        for (int32_t v = 0; v < logp.cols(); ++v)
-          if (v != kPadId && v != kBosId && (v != kUnkId || opts.allow_unk)) ids.push_back(v);
-        const size_t take = std::min(ids.size(), size_t(2 * K));
-        std::partial_sort(ids.begin(), ids.begin() + take, ids.end(), [&](int32_t a, int32_t c) {
-          return logp(row, a) > logp(row, c) || (logp(row, a) == logp(row, c) && a < c);
-        });
-        for (size_t j = 0; j < take; ++j) {
-          const double lp = static_cast<double>(logp(row, ids[j]));
-          cands.push_back({beams[i][k].score + lp, k, ids[j], lp});
+        const Proposal* p = proposals.data() + (size_t(i) * K + k) * take;
+        for (int j = 0; j < take && p[j].token >= 0; ++j) {
+          const double lp = static_cast<double>(p[j].logp);
+          cands.push_back({beams[i][k].score + lp, k, p[j].token, lp});
         }
       }
       std::sort(cands.begin(), cands.end(), [](const Candidate& a, const Candidate& c) {

@@ -34,15 +34,23 @@ void Linear::forward(const Eigen::Ref<const Mat>& x, Mat& y) const {
                      weight.name + ": input has " + std::to_string(x.cols()) +
                          " features, expected " + std::to_string(weight.value.cols()));
   y.resize(x.rows(), weight.value.rows());
-  y.noalias() = x * weight.value.transpose();
-  y.rowwise() += bias.value.row(0);
+  forward_into(x, y);
+}
+
+void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) const {
+  ANUVAD_CHECK_SHAPE(x.cols() == weight.value.cols() && y.rows() == x.rows() &&
+                         y.cols() == weight.value.rows(),
+                     weight.name + ": forward_into shape mismatch");
+  // Start from the bias and accumulate the product: no zero-fill pass, no second bias pass.
+  y.rowwise() = bias.value.row(0);
+  y.noalias() += x * weight.value.transpose();
 }
 
 void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
                       bool accumulate) const {
   // forward: y = x·Wᵀ + b  ⇒  dW = dyᵀ·x, db = Σ_rows dy, dx = dy·W
-  weight.grad.noalias() += dy.transpose() * x;
-  bias.grad += dy.colwise().sum();
+  weight.grad_acc().noalias() += dy.transpose() * x;
+  bias.grad_acc() += dy.colwise().sum();
   if (accumulate) {
     dx.noalias() += dy * weight.value;
   } else {
@@ -82,8 +90,8 @@ void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& 
   // forward: y = γ ⊙ x̂ + β, x̂ = (x − μ)·rstd
   // ⇒ dγ = Σ dy ⊙ x̂, dβ = Σ dy, dx = rstd·(dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂)), dx̂ = dy ⊙ γ
   const Index n = dy.rows(), d = dy.cols();
-  gamma.grad += dy.cwiseProduct(cache.x_hat).colwise().sum();
-  beta.grad += dy.colwise().sum();
+  gamma.grad_acc() += dy.cwiseProduct(cache.x_hat).colwise().sum();
+  beta.grad_acc() += dy.colwise().sum();
   dx.resize(n, d);
   for (Index r = 0; r < n; ++r) {
     const RowVec dxhat = dy.row(r).cwiseProduct(gamma.value);
@@ -165,7 +173,8 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
 
 void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const {
   // forward: out[r] = E[id_r]·√D + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D
-  for (Index r = 0; r < dout.rows(); ++r) weight.grad.row(ids[r]) += dout.row(r) * scale_;
+  Mat& grad = weight.grad_acc();
+  for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -9,13 +9,14 @@
 
 namespace anuvad {
 
+Scalar logsumexp(const Eigen::Ref<const RowVec>& z) {
+  const Scalar m = z.maxCoeff();
+  return m + std::log((z.array() - m).exp().sum());
+}
+
 Mat log_softmax_rows(const Mat& logits) {
   Mat out(logits.rows(), logits.cols());
-  for (Index r = 0; r < logits.rows(); ++r) {
-    const Scalar m = logits.row(r).maxCoeff();
-    const Scalar lse = m + std::log((logits.row(r).array() - m).exp().sum());
-    out.row(r) = logits.row(r).array() - lse;
-  }
+  for (Index r = 0; r < logits.rows(); ++r) out.row(r) = logits.row(r).array() - logsumexp(logits.row(r));
   return out;
 }
 

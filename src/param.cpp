@@ -15,7 +15,6 @@ Param& ParamRegistry::add(const std::string& name, std::vector<int64_t> shape) {
   p.name = name;
   p.shape = std::move(shape);
   p.value = Mat::Zero(rows, cols);
-  p.grad = Mat::Zero(rows, cols);
   return p;
 }
 
@@ -32,7 +31,7 @@ const Param* ParamRegistry::find(const std::string& name) const {
 }
 
 void ParamRegistry::zero_grad() {
-  for (auto& p : params_) p.grad.setZero();
+  for (auto& p : params_) p.grad_acc().setZero();
 }
 
 int64_t ParamRegistry::num_elements() const {

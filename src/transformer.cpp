@@ -2,7 +2,10 @@
 // decoder with its key/value cache.
 #include "anuvad/transformer.h"
 
+#include <omp.h>
+
 #include <cmath>
+#include <exception>
 
 #include "anuvad/error.h"
 
@@ -197,10 +200,11 @@ void Transformer::encode(const TokenIds& src, int batch, int src_len,
   }
 }
 
-void Transformer::output_projection(const Mat& h, Mat& logits) const {
-  logits.resize(h.rows(), out_weight_->value.rows());
-  logits.noalias() = h * out_weight_->value.transpose();
-  logits.rowwise() += out_bias_->value.row(0);
+void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const {
+  ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->value.rows(),
+                     "output_projection: logits must be [N, V]");
+  logits.rowwise() = out_bias_->value.row(0);
+  logits.noalias() += h * out_weight_->value.transpose();
 }
 
 void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
@@ -222,6 +226,7 @@ void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
   } else {
     cache.dec_out = cache.dec_x.back();
   }
+  logits.resize(cache.dec_out.rows(), out_weight_->value.rows());
   output_projection(cache.dec_out, logits);
 }
 
@@ -234,8 +239,8 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
 
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
   // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
-  out_weight_->grad.noalias() += dlogits.transpose() * cache.dec_out;
-  out_bias_->grad += dlogits.colwise().sum();
+  out_weight_->grad_acc().noalias() += dlogits.transpose() * cache.dec_out;
+  out_bias_->grad_acc() += dlogits.colwise().sum();
   Mat dh = dlogits * out_weight_->value;
   Mat dx;
   if (dec_norm_) {
@@ -311,14 +316,13 @@ void DecoderState::select_rows(const std::vector<int>& parents) {
     identity = identity && parents[r] == r;
   }
   if (identity || length == 0) return;
-  Mat gathered;
   for (DecoderLayerState& ls : layers) {
     for (Mat* m : {&ls.self_k, &ls.self_v}) {
-      gathered.resize(m->rows(), m->cols());
+      gather_scratch.resize(m->rows(), m->cols());  // same size every time: no reallocation
       for (int r = 0; r < batch; ++r)
-        gathered.middleRows(Index(r) * capacity, length) =
+        gather_scratch.middleRows(Index(r) * capacity, length) =
             m->middleRows(Index(parents[r]) * capacity, length);
-      m->swap(gathered);
+      m->swap(gather_scratch);
     }
   }
 }
@@ -327,62 +331,111 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
                               Mat& logits) const {
   ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch, "decode_step: one token per sentence");
   ANUVAD_CHECK_SHAPE(st.length < st.capacity, "decode_step: key/value cache is full");
+  const Index vocab = tgt_embed_->vocab_size();
+  for (int32_t id : tokens)
+    ANUVAD_CHECK_SHAPE(id >= 0 && id < vocab,
+                       "decode_step: token id " + std::to_string(id) + " out of range");
+  const int H = cfg_.n_heads;
+  logits.resize(st.batch, out_weight_->value.rows());
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    st.last_self_probs[l].resize(Index(st.batch) * H, st.length + 1);
+    st.last_cross_probs[l].resize(Index(st.batch) * H, st.src_len);
+  }
+  // Rows are independent given the cache: split them into one block per thread. Each block's
+  // matrix products are then single-threaded (Eigen runs serially inside a parallel region),
+  // which beats splitting every small product across threads and synchronising in between.
+  constexpr int kMinRowsPerBlock = 8;
+  int n_blocks = 1;
+  if (!omp_in_parallel())
+    n_blocks = std::max(1, std::min(omp_get_max_threads(), st.batch / kMinRowsPerBlock));
+  if (static_cast<int>(st.workspaces.size()) < n_blocks) st.workspaces.resize(n_blocks);
+  if (n_blocks == 1) {
+    decode_rows(tokens, st, 0, st.batch, st.workspaces[0], logits);
+  } else {
+    std::exception_ptr error;
+#pragma omp parallel for schedule(static) num_threads(n_blocks)
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      const int r0 = int(int64_t(st.batch) * blk / n_blocks);
+      const int r1 = int(int64_t(st.batch) * (blk + 1) / n_blocks);
+      try {
+        decode_rows(tokens, st, r0, r1 - r0, st.workspaces[blk], logits);
+      } catch (...) {
+#pragma omp critical(anuvad_decode_step_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+  st.length += 1;
+}
+
+void Transformer::decode_rows(const std::vector<int32_t>& tokens, DecoderState& st, int r0, int n,
+                              DecoderWorkspace& ws, Mat& logits) const {
   const int pos = st.length;  // absolute position of the fed token
-  const DropoutContext no_dropout{};
-  const int n_heads = cfg_.n_heads;
-  Mat x, y, drop_none;
-  tgt_embed_->forward(tokens, st.batch, 1, pos, x);
-  ResidualCache rc;
-  AttentionCache ac;
-  FeedForwardCache fc;
+  const int H = cfg_.n_heads;
+  const Index D = cfg_.d_model;
+  const bool pre_norm = cfg_.pre_norm();
+  const Mat no_dropout;
+  ws.tokens.assign(tokens.begin() + r0, tokens.begin() + r0 + n);
+  tgt_embed_->forward(ws.tokens, n, 1, pos, ws.x);
+  ws.ctx.resize(n, D);
+  // A residual sublayer, exactly as residual_forward without dropout (§3.1, §5.4):
+  // pre-norm x ← x + f(LN(x)); post-norm x ← LN(x + f(x)). f reads its input, writes ws.f_out.
+  auto sublayer = [&](const LayerNorm& ln, const auto& f) {
+    if (pre_norm) {
+      ln.forward(ws.x, ws.h, ws.ln);
+      f(ws.h);
+      ws.x += ws.f_out;
+    } else {
+      f(ws.x);
+      ws.f_out += ws.x;
+      ln.forward(ws.f_out, ws.x, ws.ln);
+    }
+  };
   for (size_t l = 0; l < decoder_.size(); ++l) {
     const DecoderLayer& layer = decoder_[l];
     DecoderLayerState& ls = st.layers[l];
     // Masked self-attention over the cache: the query at position `pos` sees keys 0..pos.
-    residual_forward(
-        x, layer.self_attn_norm, cfg_.pre_norm(), 0, no_dropout,
-        [&](const Mat& in, Mat& out) {
-          Mat k, v;
-          layer.self_attn.q_proj.forward(in, ac.q);
-          layer.self_attn.k_proj.forward(in, k);
-          layer.self_attn.v_proj.forward(in, v);
-          for (int b = 0; b < st.batch; ++b) {
-            ls.self_k.row(Index(b) * st.capacity + pos) = k.row(b);
-            ls.self_v.row(Index(b) * st.capacity + pos) = v.row(b);
-          }
-          const AttentionShape shape{st.batch, 1, pos + 1, n_heads, st.capacity};
-          const AttentionMask mask{nullptr, /*causal=*/true, /*query_offset=*/pos};
-          scaled_dot_product_attention(ac.q, ls.self_k, ls.self_v, shape, mask, drop_none,
-                                       st.last_self_probs[l], ac.ctx);
-          layer.self_attn.out_proj.forward(ac.ctx, out);
-        },
-        rc, y);
-    x.swap(y);
+    // The new key/value rows go straight into the cache (row b·capacity + pos of each row b).
+    sublayer(layer.self_attn_norm, [&](const Mat& in) {
+      using Strided = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+      const Eigen::OuterStride<> stride(Index(st.capacity) * D);
+      const Index first = (Index(r0) * st.capacity + pos) * D;
+      layer.self_attn.q_proj.forward(in, ws.q);
+      layer.self_attn.k_proj.forward_into(in, Strided(ls.self_k.data() + first, n, D, stride));
+      layer.self_attn.v_proj.forward_into(in, Strided(ls.self_v.data() + first, n, D, stride));
+      AttentionShape shape{n, 1, pos + 1, H, st.capacity};
+      shape.batch_offset = r0;
+      const AttentionMask mask{nullptr, /*causal=*/true, /*query_offset=*/pos};
+      scaled_dot_product_attention_into(ws.q, ls.self_k, ls.self_v, shape, mask, no_dropout,
+                                        st.last_self_probs[l].middleRows(Index(r0) * H, Index(n) * H),
+                                        ws.ctx);
+      layer.self_attn.out_proj.forward(ws.ctx, ws.f_out);
+    });
     // Cross-attention over the cached memory projections: key padding only.
-    residual_forward(
-        x, layer.cross_attn_norm, cfg_.pre_norm(), 0, no_dropout,
-        [&](const Mat& in, Mat& out) {
-          layer.cross_attn.q_proj.forward(in, ac.q);
-          const AttentionShape shape{st.batch, 1, st.src_len, n_heads, st.src_len, &st.row_source};
-          const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
-          scaled_dot_product_attention(ac.q, ls.cross_k, ls.cross_v, shape, mask, drop_none,
-                                       st.last_cross_probs[l], ac.ctx);
-          layer.cross_attn.out_proj.forward(ac.ctx, out);
-        },
-        rc, y);
-    x.swap(y);
-    residual_forward(
-        x, layer.ffn_norm, cfg_.pre_norm(), 0, no_dropout,
-        [&](const Mat& in, Mat& out) { layer.ffn.forward(in, 0, no_dropout, fc, out); }, rc, y);
-    x.swap(y);
+    sublayer(layer.cross_attn_norm, [&](const Mat& in) {
+      layer.cross_attn.q_proj.forward(in, ws.q);
+      AttentionShape shape{n, 1, st.src_len, H, st.src_len, &st.row_source};
+      shape.batch_offset = r0;
+      const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
+      scaled_dot_product_attention_into(ws.q, ls.cross_k, ls.cross_v, shape, mask, no_dropout,
+                                        st.last_cross_probs[l].middleRows(Index(r0) * H, Index(n) * H),
+                                        ws.ctx);
+      layer.cross_attn.out_proj.forward(ws.ctx, ws.f_out);
+    });
+    // Feed-forward, as FeedForward::forward without dropout.
+    sublayer(layer.ffn_norm, [&](const Mat& in) {
+      layer.ffn.linear1.forward(in, ws.hidden);
+      ws.hidden.array() = ws.hidden.array().max(Scalar(0));
+      layer.ffn.linear2.forward(ws.hidden, ws.f_out);
+    });
   }
+  const Mat* out = &ws.x;
   if (dec_norm_) {
-    LayerNormCache lc;
-    dec_norm_->forward(x, y, lc);
-    x.swap(y);
+    dec_norm_->forward(ws.x, ws.h, ws.ln);
+    out = &ws.h;
   }
-  output_projection(x, logits);
-  st.length = pos + 1;
+  output_projection(*out, logits.middleRows(r0, n));
 }
 
 }  // namespace anuvad

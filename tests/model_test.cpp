@@ -3,6 +3,8 @@
 // forcing, padding/batch invariance, deterministic training and overfitting 20 pairs.
 #include <catch2/catch.hpp>
 
+#include <omp.h>
+
 #include <cmath>
 #include <limits>
 
@@ -169,18 +171,29 @@ TEST_CASE("Causal mask: changing target token j changes nothing before j", "[mod
 }
 
 TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[model][cache]") {
+  // Two threads, so that the batch of 27 runs decode_step in parallel row blocks (≥ 8 rows each).
+  const int threads_before = omp_get_max_threads();
+  omp_set_num_threads(2);
   for (const char* norm : {"pre", "post"}) {
     Transformer model(small_config(norm, true));
     model.init_parameters(11);
-    const std::vector<Example> ex = {{{5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15, 16, 17}},
-                                     {{7, 8}, {18, 19, 20}},
-                                     {{9, 10, 11, 12}, {21, 22, 23, 24, 25}}};
-    for (size_t n : {size_t(1), ex.size()}) {  // batch 1 and a padded batch
+    std::vector<Example> ex = {{{5, 6, 7, 8, 9, 10}, {11, 12, 13, 14, 15, 16, 17}},
+                               {{7, 8}, {18, 19, 20}},
+                               {{9, 10, 11, 12}, {21, 22, 23, 24, 25}}};
+    for (int j = 0; j < 24; ++j) {  // more sentences of varied lengths: the blocked path
+      Example e;
+      for (int k = 0; k < 2 + j % 7; ++k) e.src.push_back(4 + (j * 3 + k) % 36);
+      for (int k = 0; k < 3 + j % 5; ++k) e.tgt.push_back(4 + (j * 5 + k) % 46);
+      ex.push_back(e);
+    }
+    for (size_t n : {size_t(1), size_t(3), ex.size()}) {  // batch 1, a padded batch, blocked
       const Batch b = batch_of(std::vector<Example>(ex.begin(), ex.begin() + n));
       ForwardCache cache;
       Mat logits;
       model.forward(b, DropoutContext{}, cache, logits);
       DecoderState st = model.begin_decoding(cache.memory, b.batch, b.src_len, b.src_lengths, b.tgt_len);
+      CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch, 50), st, logits), ShapeError);  // id ≥ V
+      CHECK(st.length == 0);
       double worst = 0;
       for (int t = 0; t < b.tgt_len; ++t) {
         std::vector<int32_t> tokens(b.batch);
@@ -209,6 +222,7 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
       CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch, 4), st, logits), ShapeError);
     }
   }
+  omp_set_num_threads(threads_before);
 }
 
 TEST_CASE("A sentence gives the same encoder output, logits and translation alone and in a padded batch", "[model][padding]") {

@@ -46,6 +46,9 @@ struct AttentionShape {
   int n_heads = 0;
   int k_stride = 0;
   const std::vector<int>* kv_index = nullptr;
+  /// Query sentence b of this call is sentence batch_offset + b for kv_index, the k/v blocks
+  /// and the mask (a block of rows of a larger batch, as the incremental decoder runs them).
+  int batch_offset = 0;
 };
 
 /// Fused masked softmax and weighted sum for every (sentence, head), in parallel with OpenMP.
@@ -56,6 +59,13 @@ struct AttentionShape {
 void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
                                   const AttentionShape& shape, const AttentionMask& mask,
                                   const Mat& drop, Mat& probs, Mat& ctx);
+/// As above into caller-sized blocks: probs [B·H·Tq, Tk], ctx [B·Tq, D] (e.g. row ranges of
+/// larger matrices). Runs serially when called inside a parallel region or when the work is
+/// small. Throws ShapeError on any size mismatch.
+void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat& k,
+                                       const Mat& v, const AttentionShape& shape,
+                                       const AttentionMask& mask, const Mat& drop,
+                                       Eigen::Ref<Mat> probs, Eigen::Ref<Mat> ctx);
 
 /// What MultiHeadAttention::forward keeps for backward (and for attention dumps).
 struct AttentionCache {

@@ -35,6 +35,9 @@ class Linear {
   Linear(ParamRegistry& reg, const std::string& prefix, Index in_features, Index out_features);
   /// x: [N, in] → y: [N, out] (y is resized). Throws ShapeError if x.cols() != in.
   void forward(const Eigen::Ref<const Mat>& x, Mat& y) const;
+  /// As forward, into an existing [N, out] block (e.g. rows of a larger matrix).
+  /// Throws ShapeError on any size mismatch.
+  void forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) const;
   /// dy: [N, out], x: the forward input [N, in]. Adds dW += dyᵀ·x, db += Σ_rows dy;
   /// writes dx = dy·W [N, in] (overwritten, or added when `accumulate`).
   void backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,

@@ -22,7 +22,10 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
                                        double label_smoothing, Mat* dlogits,
                                        double grad_scale = 1.0);
 
-/// log-softmax of each row: [N, V] → [N, V].
+/// log-softmax of each row: [N, V] → [N, V], out[r, v] = logits[r, v] − logsumexp(logits[r]).
 Mat log_softmax_rows(const Mat& logits);
+/// log Σ_v exp(z_v) of one row [V], computed as max + log Σ exp(z − max) (no overflow). The
+/// normaliser of log_softmax_rows, so log-probabilities computed with it are bit-identical.
+Scalar logsumexp(const Eigen::Ref<const RowVec>& z);
 
 }  // namespace anuvad

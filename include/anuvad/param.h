@@ -12,14 +12,21 @@
 
 namespace anuvad {
 
-/// One parameter tensor and its gradient. `value` and `grad` are [rows, cols]; `shape` is the
-/// logical (PyTorch) shape written to the model file: {out, in} for a Linear weight, {n} for a
-/// bias or LayerNorm vector (stored as a [1, n] row).
+/// One parameter tensor and its gradient. `value` is [rows, cols]; `shape` is the logical
+/// (PyTorch) shape written to the model file: {out, in} for a Linear weight, {n} for a bias or
+/// LayerNorm vector (stored as a [1, n] row). `grad` is allocated lazily (empty until the first
+/// zero_grad() or backward pass), so a model that only translates holds no gradient memory.
 struct Param {
   std::string name;
   std::vector<int64_t> shape;
   Mat value;
   Mat grad;
+  /// The gradient for accumulation (+=): allocated as zeros of value's shape when empty.
+  Mat& grad_acc() {
+    if (grad.rows() != value.rows() || grad.cols() != value.cols())
+      grad = Mat::Zero(value.rows(), value.cols());
+    return grad;
+  }
 };
 
 /// Owns all parameters in stable storage (references never dangle) in registration order.
@@ -30,7 +37,7 @@ class ParamRegistry {
   /// Looks a parameter up by name; returns nullptr when absent.
   Param* find(const std::string& name);
   const Param* find(const std::string& name) const;
-  /// Sets every gradient to zero (backward passes accumulate with +=).
+  /// Sets every gradient to zero, allocating it on first use (backward passes accumulate).
   void zero_grad();
   /// Total number of scalar parameters.
   int64_t num_elements() const;

@@ -93,6 +93,18 @@ struct DecoderLayerState {
   Mat cross_k, cross_v;  ///< [B·S, D] projected once from memory
 };
 
+/// Scratch buffers of one block of decoder rows in decode_step, reused every step so that the
+/// per-token loop does not allocate (n = rows of the block, F = d_ff).
+struct DecoderWorkspace {
+  TokenIds tokens;   ///< [n] the block's input tokens
+  Mat x;             ///< [n, D] residual stream
+  Mat h;             ///< [n, D] sublayer input (pre-norm: LN(x)) / final LayerNorm output
+  Mat f_out;         ///< [n, D] sublayer output
+  Mat q, ctx;        ///< [n, D] attention queries and concatenated head outputs
+  Mat hidden;        ///< [n, F] feed-forward hidden layer
+  LayerNormCache ln;
+};
+
 /// State of the incremental decoder: `batch` rows (hypotheses) decoded in lockstep, row r
 /// belonging to source sentence row_source[r] (beam search has beam_size rows per sentence).
 struct DecoderState {
@@ -109,6 +121,10 @@ struct DecoderState {
   std::vector<DecoderLayerState> layers;
   /// Attention weights of the last step, per layer: self [B·H, length], cross [B·H, S].
   std::vector<Mat> last_self_probs, last_cross_probs;
+  /// One workspace per block of rows that decode_step runs in parallel.
+  std::vector<DecoderWorkspace> workspaces;
+  /// [B·capacity, D] buffer that select_rows gathers into (swapped with the cache, reused).
+  Mat gather_scratch;
 };
 
 /// The encoder–decoder model. Parameters (PyTorch state_dict names):
@@ -148,12 +164,19 @@ class Transformer {
   DecoderState begin_decoding(const Mat& memory, int batch, int src_len,
                               const std::vector<int>& src_lengths, int capacity,
                               int beam_size = 1) const;
-  /// Feeds one token per sentence (tokens [B], at absolute position state.length) and returns
-  /// logits [B, V] for the next token. Throws ShapeError when the cache is full.
+  /// Feeds one token per row (tokens [B], at absolute position state.length) and returns
+  /// logits [B, V] for the next token. Rows are independent, so blocks of rows run in parallel
+  /// (one OpenMP thread each, single-threaded Eigen inside) when there are enough of them; a
+  /// step allocates nothing once the workspaces have grown. Throws ShapeError when the cache
+  /// is full or a token id is outside [0, V).
   void decode_step(const std::vector<int32_t>& tokens, DecoderState& state, Mat& logits) const;
 
  private:
-  void output_projection(const Mat& h, Mat& logits) const;
+  /// logits [N, V] = h [N, D]·Wᵀ + bias (W: the output projection or the tied embedding).
+  void output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const;
+  /// decode_step for rows r0..r0+n−1, writing their logits rows and cache rows.
+  void decode_rows(const std::vector<int32_t>& tokens, DecoderState& state, int r0, int n,
+                   DecoderWorkspace& ws, Mat& logits) const;
 
   ModelConfig cfg_;
   ParamRegistry params_;
