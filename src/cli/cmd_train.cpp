@@ -2,6 +2,7 @@
 #include <spdlog/spdlog.h>
 
 #include <csignal>
+#include <filesystem>
 #include <functional>
 #include <iostream>
 #include <memory>
@@ -26,6 +27,7 @@ namespace {
 struct TrainFlags {
   std::string preset = "tiny";
   bool dump_config = false;
+  bool require_checkpoint = false;  ///< --resume: a checkpoint must exist
   std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
   CLI::Option* smoothing_opt = nullptr;
   /// An explicit flag's effect, replayed after the preset: (option, copy the parsed value).
@@ -147,9 +149,14 @@ void setup_train(CLI::App& app) {
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
                   "(0 = only on SIGINT/SIGTERM)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_flag_callback("--no-resume", [opts] { opts->resume = false; },
-                         "Ignore and remove an existing checkpoint and start over (by default a "
-                         "run continues from it)");
+  CLI::Option* no_resume = sub->add_flag_callback(
+      "--no-resume", [opts] { opts->resume = false; },
+      "Ignore and remove an existing checkpoint and start over (by default a run continues "
+      "from it)");
+  sub->add_flag("--resume", flags->require_checkpoint,
+                "Continue from <stem>.checkpoint.safetensors and fail when there is none (without "
+                "either flag a run continues from a checkpoint when one exists)")
+      ->excludes(no_resume);
   sub->callback([opts, flags] {
     // Preset first, then -c FILE (in train), then the flags given explicitly.
     const TrainOptions parsed = *opts;
@@ -177,6 +184,8 @@ void setup_train(CLI::App& app) {
       std::cout << effective_config_json(*opts).dump(2) << std::endl;
       return;
     }
+    if (flags->require_checkpoint && !std::filesystem::exists(checkpoint_path(opts->model_path)))
+      throw IoError(checkpoint_path(opts->model_path) + ": no checkpoint to resume from (--resume)");
     // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
     // signal ends the process at once (the last complete checkpoint stays valid).
     struct sigaction sa {};

@@ -5,7 +5,8 @@
 #  2. run B gets SIGINT mid-training: it must exit 130 leaving a checkpoint, and rerunning the
 #     same command must finish with a model byte-identical to A's;
 #  3. run C (checkpoint every 5 updates) gets SIGKILL mid-training: the last checkpoint must
-#     still load, and rerunning must again finish byte-identical to A.
+#     still load, and rerunning with --resume must again finish byte-identical to A;
+#  0. first of all, --resume without a checkpoint must fail cleanly.
 # Usage: resume.sh ANUVAD CORPUS.tsv CONFIG.json [EXTRA TRAIN FLAGS...]
 set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
@@ -19,6 +20,12 @@ wait_for_step() {  # log, step
   done
   echo "training never reached step $2"; cat "$1"; exit 1
 }
+# --resume demands a checkpoint: none here, so a one-line error and exit 1, nothing written.
+"$anuvad" "${args[@]}" --resume -m "$dir/none.safetensors" > "$dir/none.log" 2>&1
+code=$?
+[ $code -eq 1 ] && grep -q "no checkpoint to resume from" "$dir/none.log" && [ ! -e "$dir/none.safetensors" ] ||
+  { echo "--resume without a checkpoint: exit $code"; cat "$dir/none.log"; exit 1; }
+
 "$anuvad" "${args[@]}" -m "$dir/a.safetensors" > "$dir/a.log" 2>&1 || { cat "$dir/a.log"; exit 1; }
 
 "$anuvad" "${args[@]}" -m "$dir/b.safetensors" > "$dir/b1.log" 2>&1 &
@@ -43,7 +50,7 @@ kill -KILL $pid
 wait $pid 2>/dev/null
 [ -f "$dir/c.checkpoint.safetensors" ] || { echo "SIGKILL: no checkpoint"; exit 1; }
 ls "$dir" | grep -q '\.tmp\.' && echo "(a temporary file of the killed write was left behind; it is ignored)"
-"$anuvad" "${args[@]}" --save-freq 5 -m "$dir/c.safetensors" > "$dir/c2.log" 2>&1 || { cat "$dir/c2.log"; exit 1; }
+"$anuvad" "${args[@]}" --save-freq 5 --resume -m "$dir/c.safetensors" > "$dir/c2.log" 2>&1 || { cat "$dir/c2.log"; exit 1; }
 grep -q "resuming from" "$dir/c2.log" || { echo "the rerun after SIGKILL did not resume"; exit 1; }
 cmp "$dir/a.safetensors" "$dir/c.safetensors" || { echo "model resumed after SIGKILL differs"; exit 1; }
 echo "SIGKILL after step 53: resumed from $(grep -o 'at step [0-9]*' "$dir/c2.log" | head -1), model identical"
