@@ -1,6 +1,8 @@
 // Forward and backward passes of the basic layers (see include/anuvad/layers.h).
 #include "anuvad/layers.h"
 
+#include <omp.h>
+
 #include <cmath>
 
 #include "anuvad/error.h"
@@ -41,9 +43,32 @@ void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) con
   ANUVAD_CHECK_SHAPE(x.cols() == weight.value.cols() && y.rows() == x.rows() &&
                          y.cols() == weight.value.rows(),
                      weight.name + ": forward_into shape mismatch");
+  affine_into(x, weight.value, bias.value, y);
+}
+
+void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y) {
+  ANUVAD_CHECK_SHAPE(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows() &&
+                         b.rows() == 1 && b.cols() == w.rows(),
+                     "affine_into: shape mismatch");
   // Start from the bias and accumulate the product: no zero-fill pass, no second bias pass.
-  y.rowwise() = bias.value.row(0);
-  y.noalias() += x * weight.value.transpose();
+  const auto block = [&](Index o0, Index n) {
+    auto yb = y.middleCols(o0, n);
+    yb.rowwise() = b.row(0).segment(o0, n);
+    yb.noalias() += x * w.middleRows(o0, n).transpose();
+  };
+  // A few rows (incremental decoding of one sentence) make a matrix-vector product, which Eigen
+  // runs on one thread: split the output features across the threads instead.
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads > 1 && x.rows() <= 4 && w.size() >= 65536) {
+#pragma omp parallel num_threads(threads)
+    {
+      const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+      const Index o0 = w.rows() * t / nt, o1 = w.rows() * (t + 1) / nt;
+      block(o0, o1 - o0);
+    }
+  } else {
+    block(0, w.rows());
+  }
 }
 
 void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,

@@ -203,8 +203,7 @@ void Transformer::encode(const TokenIds& src, int batch, int src_len,
 void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const {
   ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->value.rows(),
                      "output_projection: logits must be [N, V]");
-  logits.rowwise() = out_bias_->value.row(0);
-  logits.noalias() += h * out_weight_->value.transpose();
+  affine_into(h, out_weight_->value, out_bias_->value, logits);
 }
 
 void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,

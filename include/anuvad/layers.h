@@ -28,6 +28,11 @@ struct DropoutContext {
 /// which callers read as "identity".
 void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
+/// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out].
+/// For N ≤ 4 rows and a large W the output features are split across the OpenMP threads
+/// (a matrix-vector product is single-threaded in Eigen). Throws ShapeError on a mismatch.
+void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
+
 /// Fully connected layer y = x·Wᵀ + b (PyTorch nn.Linear). Parameters "<prefix>.weight"
 /// [out, in] and "<prefix>.bias" [out].
 class Linear {

@@ -3,18 +3,17 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
-#include <malloc.h>
-
 #include <iostream>
 
 #include "anuvad/error.h"
+#include "anuvad/runtime.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
   // Keep freed activation buffers in the heap instead of returning them to the kernel: every
-  // training step reallocates matrices of the same sizes, and fresh pages cost a page fault each.
-  mallopt(M_MMAP_THRESHOLD, 256 << 20);
-  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+  // training step and decoding call reallocates matrices of the same sizes, and fresh pages
+  // cost a page fault each.
+  anuvad::configure_allocator();
   auto logger = spdlog::stderr_color_mt("anuvad");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");

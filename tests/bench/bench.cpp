@@ -54,6 +54,7 @@
 #include "anuvad/config.h"
 #include "anuvad/decode.h"
 #include "anuvad/loss.h"
+#include "anuvad/runtime.h"
 #include "anuvad/transformer.h"
 
 using namespace anuvad;
@@ -580,6 +581,7 @@ void bench_scale(const Args& a, const BenchConfig& c) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  anuvad::configure_allocator();  // as the anuvad program does at start-up
   const Args a = parse(argc, argv);
   omp_set_num_threads(a.threads);
   Eigen::setNbThreads(a.threads);
