@@ -162,6 +162,7 @@ std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
   const int N = b.batch;
 
   ForwardCache cache;
+  cache.inference = true;
   model.encode(b.src, N, b.src_len, b.src_lengths, DropoutContext{}, cache);
   std::vector<int> limit(N);
   int capacity = 1;

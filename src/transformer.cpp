@@ -190,9 +190,21 @@ void Transformer::encode(const TokenIds& src, int batch, int src_len,
   make_dropout_mask(cache.enc_x[0].rows(), cache.enc_x[0].cols(), sc(cfg_.dropout), dctx,
                     cache.src_embed_drop);
   apply_dropout(cache.enc_x[0], cache.src_embed_drop);
-  for (size_t l = 0; l < encoder_.size(); ++l)
-    encoder_[l].forward(cache.enc_x[l], batch, src_len, src_lengths, dctx, cache.enc[l],
-                        cache.enc_x[l + 1]);
+  if (cache.inference) {
+    // Two activation buffers (enc_x[0] and enc_x[1]) and one layer cache, reused layer by layer.
+    Mat& x = cache.enc_x[0];
+    Mat& y = cache.enc_x.back();
+    for (size_t l = 0; l < encoder_.size(); ++l) {
+      encoder_[l].forward(x, batch, src_len, src_lengths, dctx, cache.enc_scratch, y);
+      cache.enc[l].self_attn.probs = cache.enc_scratch.self_attn.probs;
+      x.swap(y);
+    }
+    x.swap(y);  // the output in enc_x.back()
+  } else {
+    for (size_t l = 0; l < encoder_.size(); ++l)
+      encoder_[l].forward(cache.enc_x[l], batch, src_len, src_lengths, dctx, cache.enc[l],
+                          cache.enc_x[l + 1]);
+  }
   if (enc_norm_) {
     enc_norm_->forward(cache.enc_x.back(), cache.memory, cache.enc_norm);
   } else {
@@ -237,6 +249,7 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
 }
 
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
+  ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
   // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
   out_weight_->grad_acc().noalias() += dlogits.transpose() * cache.dec_out;
   out_bias_->grad_acc() += dlogits.colwise().sum();

@@ -225,6 +225,23 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
   omp_set_num_threads(threads_before);
 }
 
+TEST_CASE("The inference encoder gives the training encoder's memory and attention exactly", "[model][cache]") {
+  for (const char* norm : {"pre", "post"}) {
+    Transformer model(small_config(norm, true));
+    model.init_parameters(5);
+    const Batch b = batch_of({{{5, 6, 7, 8, 9, 10}, {11, 12}}, {{7, 8}, {18, 19, 20}}});
+    ForwardCache train, infer;
+    infer.inference = true;
+    model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, train);
+    model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, infer);
+    CHECK(infer.memory == train.memory);
+    for (size_t l = 0; l < train.enc.size(); ++l) CHECK(infer.enc[l].self_attn.probs == train.enc[l].self_attn.probs);
+    Mat logits;
+    model.decode(b.tgt_in, b.batch, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, DropoutContext{}, infer, logits);
+    CHECK_THROWS_AS(model.backward(b, logits, infer), ShapeError);
+  }
+}
+
 TEST_CASE("A sentence gives the same encoder output, logits and translation alone and in a padded batch", "[model][padding]") {
   Transformer model(small_config());
   model.init_parameters(21);

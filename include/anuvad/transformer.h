@@ -76,6 +76,11 @@ class DecoderLayer {
 
 /// Everything the teacher-forced forward pass keeps for backward (and attention dumps).
 struct ForwardCache {
+  /// Inference only (set before encode): the encoder keeps one layer's activations at a time
+  /// and, per layer, only the attention weights (enc[l].self_attn.probs, for attention dumps);
+  /// backward is then impossible. Cuts the encoder's peak memory by a factor of its depth.
+  bool inference = false;
+  EncoderLayerCache enc_scratch;       ///< the reused layer cache when `inference`
   Mat src_embed_drop, tgt_embed_drop;  ///< embedding dropout multipliers or empty
   std::vector<Mat> enc_x;              ///< [L_enc + 1] inputs of each encoder layer, then output
   std::vector<EncoderLayerCache> enc;
@@ -156,6 +161,7 @@ class Transformer {
   void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
                Mat& logits) const;
   /// dlogits [B·T, V] → accumulates every parameter gradient (call params().zero_grad() first).
+  /// Throws ShapeError when the cache was filled with `inference` set.
   void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
 
   /// Starts incremental decoding over memory [B·S, D]: projects cross-attention K/V once per

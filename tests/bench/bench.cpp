@@ -358,6 +358,7 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
                       std::vector<double>* step_seconds = nullptr) {
   const Batch b = source_batch(srcs);
   ForwardCache cache;
+  cache.inference = true;  // as decode_batch (anuvad translate) runs the encoder
   model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, cache);
   DecoderState st = model.begin_decoding(cache.memory, b.batch, b.src_len, b.src_lengths, n_tokens);
   std::vector<int32_t> tokens(static_cast<size_t>(b.batch), kBosId);
