@@ -97,8 +97,10 @@ TEST_CASE("n-best lists are sorted, distinct, and batch-independent under beam s
         CHECK(alone[j].tokens == nb[j].tokens);
         CHECK(alone[j].score == Approx(nb[j].score).margin(1e-4));
       }
-      // Beam search never returns a worse model score than greedy when α = 0.
-      if (alpha == 0.0) CHECK(nb[0].score >= greedy_decode(m, {kSources[i]}, o)[0].score - 1e-6);
+      // Beam search never returns a worse model score than greedy when α = 0. When both find
+      // the same words, their float scores still differ by rounding between batch shapes (by
+      // 1.2e-6 in the -O2 sanitizer build), hence the same 1e-4 margin as the batch check above.
+      if (alpha == 0.0) CHECK(nb[0].score >= greedy_decode(m, {kSources[i]}, o)[0].score - 1e-4);
     }
   }
 }
