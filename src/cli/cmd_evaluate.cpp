@@ -127,19 +127,7 @@ void setup_evaluate(CLI::App& app) {
                   "Test corpus: one TSV (english<TAB>hindi) or two line-aligned files (.en .hi)")
       ->required()
       ->expected(1, 2);
-  sub->add_option("-b,--beam-size", o->decode.beam_size, "Beam size (1 = greedy)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
-  sub->add_option("-n,--normalize", o->decode.normalize,
-                  "Length normalisation α: rank hypotheses by score / length^α")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--word-penalty", o->decode.word_penalty, "Added to the score per target token")
-      ->capture_default_str();
-  sub->add_option("--max-length-factor", o->decode.max_length_factor,
-                  "Output at most FACTOR·(source subwords + 1) + 10 subwords")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--max-length", o->decode.max_length, "Absolute output limit in subwords")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_flag("--allow-unk", o->decode.allow_unk, "Allow the decoder to produce <unk>");
+  add_decode_options(sub, o->decode);
   sub->add_option("--mini-batch", o->mini_batch, "Sentences translated per batch")
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("--tokenize", o->tokenize,

@@ -265,27 +265,31 @@ void run_score(const ScoreOptions& o) {
 
 }  // namespace
 
+void add_decode_options(CLI::App* sub, DecodeOptions& opts) {
+  sub->add_option("-b,--beam-size", opts.beam_size, "Beam size (1 = greedy search)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
+  sub->add_option("-n,--normalize", opts.normalize,
+                  "Length normalisation α: rank hypotheses by score / (target tokens incl. EOS)^α")
+      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
+  sub->add_option("--word-penalty", opts.word_penalty,
+                  "Added to a hypothesis score once per target token (incl. EOS)")->capture_default_str();
+  sub->add_option("--max-length-factor", opts.max_length_factor,
+                  "Output at most FACTOR·(source subwords + 1) + 10 subwords")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_option("--max-length", opts.max_length, "Absolute output limit in subwords")
+      ->capture_default_str()->check(CLI::PositiveNumber);
+  sub->add_flag("--allow-unk", opts.allow_unk, "Allow the decoder to produce <unk>");
+}
+
 void setup_translate(CLI::App& app) {
   auto o = std::make_shared<TranslateOptions>();
   CLI::App* sub = app.add_subcommand(
       "translate", "Translate English sentences to Hindi (arguments, or stdin one sentence per line)");
   sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
   sub->add_option("sentences", o->sentences, "Sentences to translate (default: read stdin)");
-  sub->add_option("-b,--beam-size", o->decode.beam_size, "Beam size (1 = greedy search)")
-      ->capture_default_str()->check(CLI::Range(1, 1000));
-  sub->add_option("-n,--normalize", o->decode.normalize,
-                  "Length normalisation α: rank hypotheses by score / (target tokens incl. EOS)^α")
-      ->capture_default_str()->check(CLI::Range(0.0, 10.0));
-  sub->add_option("--word-penalty", o->decode.word_penalty,
-                  "Added to a hypothesis score once per target token (incl. EOS)")->capture_default_str();
+  add_decode_options(sub, o->decode);
   sub->add_flag("--n-best", o->n_best,
                 "Print all beam-size hypotheses: ID ||| translation ||| F0= score ||| normalized score");
-  sub->add_option("--max-length-factor", o->decode.max_length_factor,
-                  "Output at most FACTOR·(source subwords + 1) + 10 subwords")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_option("--max-length", o->decode.max_length, "Absolute output limit in subwords")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  sub->add_flag("--allow-unk", o->decode.allow_unk, "Allow the decoder to produce <unk>");
   sub->add_flag("--word-scores", o->word_scores,
                 "Append ' ||| WordScores= ' and the log-probability of each output token (EOS included)");
   sub->add_option("--mini-batch", o->mini_batch, "Sentences decoded together (1 = line by line)")

@@ -4,6 +4,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "anuvad/decode.h"
+
 namespace anuvad::cli {
 
 /// `anuvad train`: registers the subcommand; its callback trains a model.
@@ -17,6 +19,10 @@ void setup_evaluate(CLI::App& app);
 void setup_attention(CLI::App& app);
 /// `anuvad average`: element-wise mean of the weights of compatible models.
 void setup_average(CLI::App& app);
+
+/// Binds the search flags shared by translate and evaluate to `opts`: -b/--beam-size,
+/// -n/--normalize, --word-penalty, --max-length-factor, --max-length, --allow-unk.
+void add_decode_options(CLI::App* sub, DecodeOptions& opts);
 
 /// Exit code of the last subcommand run (0 = success); set by commands that keep going after
 /// per-line errors.
