@@ -1,6 +1,8 @@
 // ModelConfig JSON conversion and validation.
 #include "anuvad/config.h"
 
+#include <limits>
+
 #include "anuvad/error.h"
 
 namespace anuvad {
@@ -66,14 +68,21 @@ ModelConfig ModelConfig::from_json(const nlohmann::json& j, const std::string& o
   }
   auto get = [&](const char* key, auto& field) {
     if (!j.contains(key)) return;
+    const nlohmann::json& v = j.at(key);
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, int>) {
+      // Checked before get<int>(): converting a float beyond int's range (1e20) to int is
+      // undefined behaviour, and a wider integer would wrap around to a plausible value.
+      if (v.is_number() && !v.is_number_integer())
+        throw ConfigError(origin + ": config key \"" + key + "\" must be an integer");
+      constexpr int64_t lo = std::numeric_limits<int>::min(), hi = std::numeric_limits<int>::max();
+      if (v.is_number_unsigned() ? v.get<uint64_t>() > uint64_t(hi)
+                                 : v.is_number_integer() && (v.get<int64_t>() < lo || v.get<int64_t>() > hi))
+        throw ConfigError(origin + ": config key \"" + key + "\" is out of range");
+    }
     try {
-      field = j.at(key).get<std::decay_t<decltype(field)>>();
+      field = v.get<std::decay_t<decltype(field)>>();
     } catch (const nlohmann::json::exception&) {
       throw ConfigError(origin + ": config key \"" + key + "\" has the wrong type");
-    }
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, int>) {
-      if (!j.at(key).is_number_integer())
-        throw ConfigError(origin + ": config key \"" + key + "\" must be an integer");
     }
   };
   get("src_vocab_size", c.src_vocab_size);

@@ -1097,3 +1097,20 @@ TEST_CASE("model file: a hostile config cannot make the loader allocate gigabyte
   CHECK_THROWS_WITH(anuvad::load_model(path), Catch::Contains("config implies"));
   std::filesystem::remove_all(dir);
 }
+
+TEST_CASE("config: numbers beyond int's range for integer keys are ConfigErrors", "[io][config]") {
+  // A float beyond int's range used to be converted to int before the integer check (undefined
+  // behaviour, reported by -fsanitize=float-cast-overflow), and a wider integer wrapped around.
+  const auto parse = [](const std::string& text) { return ModelConfig::from_json_text(text, "c.json"); };
+  CHECK_THROWS_WITH(parse(R"({"d_model": 1e20})"), Contains("c.json") && Contains("\"d_model\" must be an integer"));
+  CHECK_THROWS_WITH(parse(R"({"n_heads": -1e300})"), Contains("\"n_heads\" must be an integer"));
+  CHECK_THROWS_WITH(parse(R"({"d_model": 128.5})"), Contains("\"d_model\" must be an integer"));
+  // 2^32 + 128 would wrap to a valid d_model of 128.
+  CHECK_THROWS_WITH(parse(R"({"d_model": 4294967424})"), Contains("\"d_model\" is out of range"));
+  CHECK_THROWS_WITH(parse(R"({"d_ff": 18446744073709551615})"), Contains("\"d_ff\" is out of range"));
+  CHECK_THROWS_WITH(parse(R"({"encoder_layers": -9223372036854775808})"),
+                    Contains("\"encoder_layers\" is out of range"));
+  CHECK_THROWS_WITH(parse(R"({"d_model": "128"})"), Contains("\"d_model\" has the wrong type"));
+  CHECK_THROWS_AS(parse(R"({"d_model": 2147483647})"), ConfigError);  // in range, fails validation
+  CHECK(parse(R"({"d_model": 64, "n_heads": 2})").d_model == 64);
+}
