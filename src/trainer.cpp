@@ -22,6 +22,7 @@
 #include "anuvad/decode.h"
 #include "anuvad/error.h"
 #include "anuvad/loss.h"
+#include "anuvad/runtime.h"
 #include "anuvad/metrics.h"
 #include "anuvad/model_file.h"
 #include "anuvad/safetensors.h"
@@ -577,7 +578,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
 }
 
 TrainResult train(const TrainOptions& opts) {
-  if (opts.cpu_threads > 0) omp_set_num_threads(opts.cpu_threads);
+  configure_threads(opts.cpu_threads);
   ModelConfig cfg = effective_model_config(opts);
   const auto train_pairs = read_parallel_corpus(opts.train_sets);
   std::vector<SentencePair> valid_pairs;

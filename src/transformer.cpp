@@ -251,9 +251,9 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
   ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
   // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
-  out_weight_->grad_acc().noalias() += dlogits.transpose() * cache.dec_out;
-  out_bias_->grad_acc() += dlogits.colwise().sum();
-  Mat dh = dlogits * out_weight_->value;
+  Mat dh;
+  affine_backward(dlogits, cache.dec_out, out_weight_->value, out_weight_->grad_acc(),
+                  out_bias_->grad_acc(), dh, /*accumulate=*/false);
   Mat dx;
   if (dec_norm_) {
     dec_norm_->backward(dh, cache.dec_norm, dx);

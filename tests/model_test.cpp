@@ -7,6 +7,8 @@
 
 #include <cmath>
 #include <limits>
+#include <random>
+#include <utility>
 
 #include "anuvad/attention.h"
 #include "anuvad/decode.h"
@@ -220,6 +222,34 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
       CHECK(worst < 1e-5);
       WARN("cache parity " << norm << "-norm batch " << n << ": max rel deviation " << worst);
       CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch, 4), st, logits), ShapeError);
+    }
+  }
+  omp_set_num_threads(threads_before);
+}
+
+TEST_CASE("Thread-split affine products equal the plain Eigen products", "[model][linear]") {
+  const int threads_before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  std::mt19937_64 rng(7);
+  for (const Index rows : {Index(1), Index(3), Index(37), Index(200)}) {
+    for (const auto& [in, out] : {std::pair<Index, Index>{64, 96}, {256, 300}}) {
+      Mat x(rows, in), w(out, in), b(1, out), dy(rows, out);
+      normal_init(x, 1, rng);
+      normal_init(w, 1, rng);
+      normal_init(b, 1, rng);
+      normal_init(dy, 1, rng);
+      Mat y(rows, out);
+      affine_into(x, w, b, y);
+      const Mat y_ref = (x * w.transpose()).rowwise() + b.row(0);
+      CHECK(rel_diff(y, y_ref) < 1e-5);
+      Mat dw = Mat::Ones(out, in), db = Mat::Ones(1, out), dx;
+      affine_backward(dy, x, w, dw, db, dx, /*accumulate=*/false);
+      CHECK(rel_diff(dw, Mat((dy.transpose() * x).array() + 1)) < 1e-5);
+      CHECK(rel_diff(db, Mat(dy.colwise().sum().array() + 1)) < 1e-5);
+      CHECK(rel_diff(dx, Mat(dy * w)) < 1e-5);
+      Mat dx2 = Mat::Ones(rows, in);
+      affine_backward(dy, x, w, dw, db, dx2, /*accumulate=*/true);
+      CHECK(rel_diff(dx2, Mat((dy * w).array() + 1)) < 1e-5);
     }
   }
   omp_set_num_threads(threads_before);

@@ -29,9 +29,14 @@ struct DropoutContext {
 void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
 /// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out].
-/// For N ≤ 4 rows and a large W the output features are split across the OpenMP threads
-/// (a matrix-vector product is single-threaded in Eigen). Throws ShapeError on a mismatch.
+/// Products of many rows are split by row across the OpenMP threads into single-threaded GEMMs
+/// (one fork/join instead of Eigen's barriers inside one GEMM). Throws ShapeError on a mismatch.
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
+/// Backward of y = x·Wᵀ + b: dw [out, in] += dyᵀ·x, db [1, out] += Σ_rows dy, and dx [N, in]
+/// = dy·W (resized; added instead when `accumulate`). Threads split dw/db by output feature and
+/// dx by row (no reduction between threads). Throws ShapeError on a mismatch.
+void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                     const Mat& w, Mat& dw, Mat& db, Mat& dx, bool accumulate);
 
 /// Fully connected layer y = x·Wᵀ + b (PyTorch nn.Linear). Parameters "<prefix>.weight"
 /// [out, in] and "<prefix>.bias" [out].

@@ -15,6 +15,7 @@
 #include "anuvad/error.h"
 #include "anuvad/metrics.h"
 #include "anuvad/model_file.h"
+#include "anuvad/runtime.h"
 #include "anuvad/trainer.h"
 #include "commands.h"
 
@@ -51,7 +52,7 @@ std::string bleu_line(const BleuScore& b) {
 }
 
 void run_evaluate(const EvaluateOptions& o) {
-  if (o.cpu_threads > 0) omp_set_num_threads(o.cpu_threads);
+  configure_threads(o.cpu_threads);
   if (o.decode.n_best > o.decode.beam_size) throw ConfigError("--n-best must not exceed --beam-size");
   BleuOptions bleu_opts;
   bleu_opts.tokenize = o.tokenize;

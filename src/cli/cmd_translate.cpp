@@ -15,6 +15,7 @@
 #include "anuvad/decode.h"
 #include "anuvad/error.h"
 #include "anuvad/model_file.h"
+#include "anuvad/runtime.h"
 #include "commands.h"
 
 namespace anuvad::cli {
@@ -119,7 +120,7 @@ struct InputLine {
 };
 
 void run_translate(const TranslateOptions& o) {
-  if (o.cpu_threads > 0) omp_set_num_threads(o.cpu_threads);
+  configure_threads(o.cpu_threads);
   if (!o.alignment.empty() && o.alignment != "hard" && o.alignment != "soft") {
     char* end = nullptr;
     const double th = std::strtod(o.alignment.c_str(), &end);
@@ -230,7 +231,7 @@ void run_translate(const TranslateOptions& o) {
 }
 
 void run_score(const ScoreOptions& o) {
-  if (o.cpu_threads > 0) omp_set_num_threads(o.cpu_threads);
+  configure_threads(o.cpu_threads);
   const TranslationModel m = load_model(o.model_path);
   const int max_tokens = m.transformer->config().max_positions - 1;
   std::string line;

@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   // training step and decoding call reallocates matrices of the same sizes, and fresh pages
   // cost a page fault each.
   anuvad::configure_allocator();
+  anuvad::configure_threads(0);  // every core; commands with --cpu-threads set their own
   auto logger = spdlog::stderr_color_mt("anuvad");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");

@@ -584,8 +584,7 @@ void bench_scale(const Args& a, const BenchConfig& c) {
 int main(int argc, char** argv) {
   anuvad::configure_allocator();  // as the anuvad program does at start-up
   const Args a = parse(argc, argv);
-  omp_set_num_threads(a.threads);
-  Eigen::setNbThreads(a.threads);
+  anuvad::configure_threads(a.threads);  // as the anuvad program does (--cpu-threads)
   const BenchConfig& c = kConfigs.at(a.config);
   try {
     if (a.mode == "train") bench_train(a, c);
