@@ -48,14 +48,6 @@ std::string hms(double s) {
   return buf;
 }
 
-/// Throws NumericError naming the first parameter whose gradient holds a NaN or Inf.
-void check_gradients(const ParamRegistry& reg, int64_t step) {
-  for (const Param& p : reg.params())
-    if (!p.grad.allFinite())
-      throw NumericError("step " + std::to_string(step) + ": gradient of " + p.name +
-                         " is NaN or Inf; training stopped, the last saved model is kept");
-}
-
 bool lower_is_better(const std::string& metric) {
   return metric == "cross-entropy" || metric == "perplexity";
 }
@@ -85,6 +77,20 @@ void write_lines(const std::string& path, const std::vector<std::string>& lines)
 }
 
 }  // namespace
+
+void check_finite_gradients(const ParamRegistry& params, int64_t step) {
+  for (const Param& p : params.params())
+    if (!p.grad.allFinite())
+      throw NumericError("step " + std::to_string(step) + ": gradient of " + p.name +
+                         " is NaN or Inf; training stopped, the last saved model is kept");
+}
+
+void check_finite_weights(const ParamRegistry& params, int64_t step) {
+  for (const Param& p : params.params())
+    if (!p.value.allFinite())
+      throw NumericError("step " + std::to_string(step) + ": weight " + p.name +
+                         " is NaN or Inf; training stopped, the last saved model is kept");
+}
 
 const std::vector<std::string>& valid_metric_names() {
   static const std::vector<std::string> names{"cross-entropy", "perplexity", "chrf", "bleu"};
@@ -446,8 +452,10 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
     if (live) std::fprintf(stderr, "\r\033[K");
     spdlog::info("{}", line);
     result.validations.push_back(v);
-    if (save)
+    if (save && !v.improved.empty()) {
+      check_finite_weights(model.params(), step);
       for (const auto& m : v.improved) save("best-" + m, result);
+    }
     return opts.early_stopping > 0 && stalled >= opts.early_stopping;
   };
   auto validate = [&]() -> bool {
@@ -490,7 +498,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
         throw NumericError("step " + std::to_string(step) +
                            ": training loss is NaN or Inf; training stopped, the last saved model is kept");
       model.backward(b, dlogits, cache);
-      check_gradients(model.params(), step);
+      check_finite_gradients(model.params(), step);
       clip_grad_norm(model.params(), opts.clip_norm);
       const double lr = inverse_sqrt_lr(opts.learning_rate, step, opts.warmup_steps);
       adam.step(model.params(), lr, step);
@@ -529,6 +537,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
       if (opts.on_step) opts.on_step(step);
       const bool interrupt = stop_requested();
       if (checkpoint && (interrupt || (opts.save_freq > 0 && step % opts.save_freq == 0))) {
+        check_finite_weights(model.params(), step);
         TrainState st;
         st.step = step;
         st.epoch = epoch;
@@ -571,6 +580,7 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   result.last_train_loss = result.epoch_losses.empty() ? 0 : result.epoch_losses.back();
   if (save) {
     swap_ema();
+    check_finite_weights(model.params(), step);
     save("final", result);
     swap_ema();
   }
@@ -677,7 +687,8 @@ TrainResult train(const TrainOptions& opts) {
       }
     }
     resuming = true;
-    spdlog::info("resuming from {} at step {} (epoch {})", ckpt, resume_state.step, resume_state.epoch);
+    spdlog::info("resuming from {} at step {} (epoch {}, {} of its batches done)", ckpt, resume_state.step,
+                 resume_state.epoch, resume_state.next_batch);
   }
   if (!resuming) {
     src_tok = std::make_unique<Tokenizer>(Tokenizer::train(src_text, {opts.src_vocab_size, "unigram"}));

@@ -1,6 +1,7 @@
 // Model-level properties in the float build: the attention kernel against a naive loop
 // (n_q ≠ n_k, cache suffixes, fully masked rows), causal leakage, KV-cache parity with teacher
-// forcing, padding/batch invariance, deterministic training and overfitting 20 pairs.
+// forcing, padding/batch invariance, deterministic training, overfitting 20 pairs, mid-epoch
+// resume and the NaN/Inf checks.
 #include <catch2/catch.hpp>
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <sstream>
 #include <utility>
 
 #include "anuvad/attention.h"
@@ -395,4 +397,69 @@ TEST_CASE("A NaN in training stops with an error naming the step", "[model][trai
   o.after_steps = 5;
   CHECK_THROWS_AS(fit(model, ex, {}, o), NumericError);
   CHECK_THROWS_WITH(fit(model, ex, {}, o), Catch::Contains("step 1") && Catch::Contains("NaN"));
+}
+
+TEST_CASE("Training stopped mid-epoch and resumed from its state equals an uninterrupted run, bit for bit", "[model][train][resume]") {
+  // Dropout and EMA on, several batches per epoch: the resumed run must restore the data
+  // position, both generator states, the Adam moments and the EMA weights.
+  const auto ex = twenty_pairs();
+  TrainOptions o = overfit_options();
+  o.after_steps = 30;
+  o.save_freq = 0;
+  o.exponential_smoothing = 1e-2;
+  ModelConfig cfg = small_config();
+  cfg.dropout = 0.1;
+  cfg.attention_dropout = 0.1;
+  Transformer a(cfg), b(cfg);
+  a.init_parameters(4);
+  b.init_parameters(4);
+  const TrainResult ra = fit(a, ex, {}, o);
+
+  const int64_t stop_at = 11;
+  TrainOptions ob = o;
+  ob.on_step = [stop_at](int64_t step) {
+    if (step == stop_at) request_stop();
+  };
+  TrainState state;
+  int checkpoints = 0;
+  const TrainResult rb1 = fit(b, ex, {}, ob, {}, nullptr, [&](const TrainState& st) {
+    state = st;
+    ++checkpoints;
+  });
+  clear_stop_request();
+  REQUIRE(rb1.interrupted);
+  REQUIRE(checkpoints == 1);
+  REQUIRE(state.step == stop_at);
+  // The stop fell inside an epoch, not on its boundary.
+  std::mt19937_64 epoch_rng;
+  std::istringstream(state.rng_epoch_start) >> epoch_rng;
+  const auto epoch_batches = bucket_batches(ex, o.batch_tokens, epoch_rng);
+  INFO("epoch " << state.epoch << ", " << state.next_batch << " of " << epoch_batches.size() << " batches done");
+  REQUIRE(state.next_batch > 0);
+  REQUIRE(state.next_batch < static_cast<int64_t>(epoch_batches.size()));
+
+  const TrainResult rb2 = fit(b, ex, {}, o, {}, nullptr, {}, &state);
+  CHECK(rb2.steps == ra.steps);
+  CHECK(rb2.epoch_losses == ra.epoch_losses);
+  for (size_t i = 0; i < a.params().params().size(); ++i) {
+    INFO(a.params().params()[i].name);
+    CHECK(a.params().params()[i].value == b.params().params()[i].value);
+  }
+}
+
+TEST_CASE("NaN or Inf in a gradient or weight is reported with the step and the tensor", "[model][train][nan]") {
+  Transformer model(small_config());
+  model.init_parameters(5);
+  ParamRegistry& reg = model.params();
+  reg.zero_grad();
+  CHECK_NOTHROW(check_finite_gradients(reg, 7));
+  CHECK_NOTHROW(check_finite_weights(reg, 7));
+  const std::string name = "encoder.layers.0.self_attn.v_proj.weight";
+  reg.find(name)->grad_acc()(1, 2) = std::numeric_limits<Scalar>::infinity();
+  CHECK_THROWS_AS(check_finite_gradients(reg, 7), NumericError);
+  CHECK_THROWS_WITH(check_finite_gradients(reg, 7),
+                    Catch::Contains("step 7") && Catch::Contains("gradient of " + name));
+  reg.find(name)->value(0, 0) = std::numeric_limits<Scalar>::quiet_NaN();
+  CHECK_THROWS_WITH(check_finite_weights(reg, 12),
+                    Catch::Contains("step 12") && Catch::Contains("weight " + name));
 }

@@ -96,6 +96,15 @@ struct TrainState {
 /// Called by fit() with the state after an update, when a checkpoint is due.
 using CheckpointCallback = std::function<void(const TrainState& state)>;
 
+/// Throws NumericError "step N: gradient of NAME is NaN or Inf; ..." for the first parameter
+/// (registry order) whose gradient holds a NaN or Inf; fit() calls it after every backward pass.
+void check_finite_gradients(const ParamRegistry& params, int64_t step);
+
+/// Throws NumericError "step N: weight NAME is NaN or Inf; ..." for the first parameter whose
+/// value is not finite; fit() calls it before handing weights to a checkpoint or save, so a
+/// diverged state never replaces the last good file.
+void check_finite_weights(const ParamRegistry& params, int64_t step);
+
 /// Asks a running fit() to stop after its current update (async-signal-safe: sets a flag).
 void request_stop();
 /// True once request_stop() was called (until clear_stop_request()).

@@ -25,17 +25,18 @@ set_tests_properties(e2e.exact_match_train_at_least_90_percent e2e.how_are_you_p
   e2e.translate_and_score_word_scores_agree_on_dev e2e.batched_translation_equals_line_by_line
   PROPERTIES FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
 
-# SIGINT → checkpoint → rerun continues bit-identically; SIGKILL never corrupts the checkpoint.
+# SIGINT → checkpoint → rerun continues bit-identically (dropout on, mid-epoch positions);
+# SIGKILL never corrupts the checkpoint.
 add_test(NAME e2e.interrupt_and_resume_is_bit_identical
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.interrupt_and_resume_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
-# The same with --exponential-smoothing: the EMA weights travel in the checkpoint.
-add_test(NAME e2e.interrupt_and_resume_with_ema_is_bit_identical
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh $<TARGET_FILE:anuvad>
+# The same with SIGTERM and --exponential-smoothing: the EMA weights travel in the checkpoint.
+add_test(NAME e2e.sigterm_and_resume_with_ema_is_bit_identical
+  COMMAND ${CMAKE_COMMAND} -E env RESUME_SIGNAL=TERM bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json
           --exponential-smoothing 1e-3)
-set_tests_properties(e2e.interrupt_and_resume_with_ema_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
+set_tests_properties(e2e.sigterm_and_resume_with_ema_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
 
 # Awkward input lines in a translation stream: BOM, CRLF, invalid UTF-8, NUL, empty and blank
 # lines, Hindi and emoji on the source side, unknown characters, an over-long line.
@@ -43,3 +44,9 @@ add_test(NAME e2e.translate_text_input_cases
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/text_input.sh $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
 set_tests_properties(e2e.translate_text_input_cases PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 120)
+
+# Divergence: NaN/Inf stops training at the step that produced it; the last checkpoint survives.
+add_test(NAME e2e.divergence_stops_and_keeps_the_checkpoint
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/diverge.sh $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.divergence_stops_and_keeps_the_checkpoint PROPERTIES LABELS e2e TIMEOUT 120)

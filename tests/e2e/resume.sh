@@ -1,18 +1,25 @@
 #!/usr/bin/env bash
-# Interruption and resume, end to end, with real signals:
-#  1. an uninterrupted run A (1500 updates, long enough that the signals below always land
-#     mid-training);
-#  2. run B gets SIGINT mid-training: it must exit 130 leaving a checkpoint, and rerunning the
-#     same command must finish with a model byte-identical to A's;
+# Interruption and resume, end to end, with real signals, dropout on and several batches per
+# epoch (so the data position and both generator states must be restored):
+#  1. an uninterrupted run A (250 epochs of 6 batches, long enough that the signals below always
+#     land mid-training);
+#  2. run B gets SIGINT (or $RESUME_SIGNAL, e.g. TERM) mid-training: it must exit 130 leaving a
+#     checkpoint, and rerunning the same command must finish with a model byte-identical to A's;
 #  3. run C (checkpoint every 5 updates) gets SIGKILL mid-training: the last checkpoint must
 #     still load, and rerunning with --resume must again finish byte-identical to A;
 #  0. first of all, --resume without a checkpoint must fail cleanly.
-# Usage: resume.sh ANUVAD CORPUS.tsv CONFIG.json [EXTRA TRAIN FLAGS...]
+# Where in an epoch each rerun resumed is printed; model_test checks a resume that is certainly
+# mid-epoch in process.
+# Usage: [RESUME_SIGNAL=INT|TERM] resume.sh ANUVAD CORPUS.tsv CONFIG.json [EXTRA TRAIN FLAGS...]
 set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
+signal=${RESUME_SIGNAL:-INT}
 dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
-args=(train --train-sets "$corpus" --no-valid -c "$config" --after-epochs 1500 --cpu-threads 2 -q --disp-freq 1 "${@:4}")
+sed 's/"dropout": *[0-9.]*/"dropout": 0.1/' "$config" > "$dir/config.json"
+grep -q '"dropout": 0.1' "$dir/config.json" || { echo "$config: no dropout key to turn on"; exit 1; }
+args=(train --train-sets "$corpus" --no-valid -c "$dir/config.json" --batch-tokens 60 --after-epochs 250
+      --cpu-threads 2 -q --disp-freq 1 "${@:4}")
 wait_for_step() {  # log, step
   for _ in $(seq 1 6000); do
     grep -q "step $2 " "$1" 2>/dev/null && return 0
@@ -31,17 +38,17 @@ code=$?
 "$anuvad" "${args[@]}" -m "$dir/b.safetensors" > "$dir/b1.log" 2>&1 &
 pid=$!
 wait_for_step "$dir/b1.log" 40
-kill -INT $pid
+kill -"$signal" $pid
 wait $pid
 code=$?
-[ $code -eq 130 ] || { echo "SIGINT: exit code $code, expected 130"; cat "$dir/b1.log"; exit 1; }
-[ -f "$dir/b.checkpoint.safetensors" ] || { echo "SIGINT left no checkpoint"; exit 1; }
+[ $code -eq 130 ] || { echo "SIG$signal: exit code $code, expected 130"; cat "$dir/b1.log"; exit 1; }
+[ -f "$dir/b.checkpoint.safetensors" ] || { echo "SIG$signal left no checkpoint"; exit 1; }
 grep -q "interrupted after step" "$dir/b1.log" || { echo "no interruption message"; exit 1; }
 "$anuvad" "${args[@]}" -m "$dir/b.safetensors" > "$dir/b2.log" 2>&1 || { cat "$dir/b2.log"; exit 1; }
 grep -q "resuming from" "$dir/b2.log" || { echo "the rerun did not resume"; cat "$dir/b2.log"; exit 1; }
 cmp "$dir/a.safetensors" "$dir/b.safetensors" || { echo "resumed model differs from the uninterrupted one"; exit 1; }
 [ ! -f "$dir/b.checkpoint.safetensors" ] || { echo "checkpoint not removed after completion"; exit 1; }
-echo "SIGINT at step $(grep -o 'interrupted after step [0-9]*' "$dir/b1.log" | grep -o '[0-9]*$'): resumed model identical"
+echo "SIG$signal, then $(grep -o 'resuming from .*' "$dir/b2.log"): resumed model identical"
 
 "$anuvad" "${args[@]}" --save-freq 5 -m "$dir/c.safetensors" > "$dir/c1.log" 2>&1 &
 pid=$!
@@ -53,4 +60,4 @@ ls "$dir" | grep -q '\.tmp\.' && echo "(a temporary file of the killed write was
 "$anuvad" "${args[@]}" --save-freq 5 --resume -m "$dir/c.safetensors" > "$dir/c2.log" 2>&1 || { cat "$dir/c2.log"; exit 1; }
 grep -q "resuming from" "$dir/c2.log" || { echo "the rerun after SIGKILL did not resume"; exit 1; }
 cmp "$dir/a.safetensors" "$dir/c.safetensors" || { echo "model resumed after SIGKILL differs"; exit 1; }
-echo "SIGKILL after step 53: resumed from $(grep -o 'at step [0-9]*' "$dir/c2.log" | head -1), model identical"
+echo "SIGKILL after step 53, then $(grep -o 'resuming from .*' "$dir/c2.log"): model identical"
