@@ -196,35 +196,42 @@ void FeedForward::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<con
 Embedding::Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size,
                      Index d_model, Index max_positions)
     : weight(reg.add(prefix + ".weight", {vocab_size, d_model})),
-      positions_(max_positions, d_model),
+      max_positions_(max_positions),
       scale_(static_cast<Scalar>(std::sqrt(static_cast<double>(d_model)))) {
-  for (Index p = 0; p < max_positions; ++p) {
-    for (Index i = 0; i < d_model; i += 2) {
-      const double angle =
-          static_cast<double>(p) / std::pow(10000.0, static_cast<double>(i) / d_model);
-      positions_(p, i) = static_cast<Scalar>(std::sin(angle));
-      if (i + 1 < d_model) positions_(p, i + 1) = static_cast<Scalar>(std::cos(angle));
-    }
-  }
+  for (Index i = 0; i < d_model; i += 2)
+    wavelength_divisors_.push_back(std::pow(10000.0, static_cast<double>(i) / static_cast<double>(d_model)));
 }
 
 void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,
                         Mat& out) const {
   ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
                      weight.name + ": ids size does not match batch × length");
-  ANUVAD_CHECK_SHAPE(first_position + len <= positions_.rows(),
+  ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + len <= max_positions_,
                      "sequence of " + std::to_string(first_position + len) +
-                         " tokens exceeds max_positions " + std::to_string(positions_.rows()));
+                         " tokens exceeds max_positions " + std::to_string(max_positions_));
+  for (const int32_t id : ids)
+    ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
+                       weight.name + ": token id " + std::to_string(id) + " out of range");
   const Index d = weight.value.cols();
   out.resize(static_cast<Index>(ids.size()), d);
-  for (int b = 0; b < batch; ++b) {
-    for (int t = 0; t < len; ++t) {
-      const Index r = Index(b) * len + t;
-      const int32_t id = ids[r];
-      ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
-                         weight.name + ": token id " + std::to_string(id) + " out of range");
-      out.row(r) = weight.value.row(id) * scale_ + positions_.row(first_position + t);
+  if (batch == 0) return;
+  // PE is computed per position, not stored: a [max_positions, D] table would cost memory in
+  // proportion to a config value (a hostile model file's, too). Row t of sentence 0 receives
+  // PE[first_position + t] first and is the source the other sentences add from; IEEE addition
+  // is commutative, so every row equals E[id]·√D + PE[pos] exactly.
+  for (int t = 0; t < len; ++t) {
+    auto pe = out.row(t);
+    const double p = static_cast<double>(first_position + t);
+    for (Index i = 0; i < d; i += 2) {
+      const double angle = p / wavelength_divisors_[size_t(i / 2)];
+      pe(i) = static_cast<Scalar>(std::sin(angle));
+      if (i + 1 < d) pe(i + 1) = static_cast<Scalar>(std::cos(angle));
     }
+    for (int b = 1; b < batch; ++b) {
+      const Index r = Index(b) * len + t;
+      out.row(r) = weight.value.row(ids[r]) * scale_ + pe;
+    }
+    pe += weight.value.row(ids[t]) * scale_;
   }
 }
 

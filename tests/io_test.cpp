@@ -4,6 +4,8 @@
 // (spec layout, atomic replace, hostile files) and the model file (bit-exact save/load, every
 // corruption rejected with a message naming the tensor or field).
 #include <catch2/catch.hpp>
+
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <utf8.h>
@@ -1095,6 +1097,31 @@ TEST_CASE("model file: a hostile config cannot make the loader allocate gigabyte
   anuvad::write_safetensors(path, f);
   CHECK_THROWS_AS(anuvad::load_model(path), anuvad::ModelFileError);
   CHECK_THROWS_WITH(anuvad::load_model(path), Catch::Contains("config implies"));
+  std::filesystem::remove_all(dir);
+}
+
+TEST_CASE("model file: max_positions costs no memory before the tensors are checked", "[io][model_file]") {
+  // Within the 16M-parameter allowance (d_model 1024, 1+1 layers: ~12.6M parameters, never
+  // touched) but with 65536 positions: a [max_positions, d_model] sinusoid table per embedding
+  // would be 2 × 256 MiB written before "missing" could be reported. The peak resident size may
+  // grow by far less than that.
+  const auto dir = std::filesystem::temp_directory_path() / "anuvad_io_hostile_positions";
+  std::filesystem::create_directories(dir);
+  const std::string path = (dir / "hostile.safetensors").string();
+  anuvad::SafetensorsFile f;
+  f.metadata = {{"format", "anuvad"}, {"format_version", "1"},
+                {"config", R"({"d_model": 1024, "n_heads": 1, "d_ff": 1, "src_vocab_size": 5,
+                              "tgt_vocab_size": 5, "encoder_layers": 1, "decoder_layers": 1,
+                              "max_positions": 65536})"}};
+  f.tensors["tokenizer.src"] = {"U8", {1}, std::string(1, 'x')};
+  anuvad::write_safetensors(path, f);
+  rusage before{}, after{};
+  getrusage(RUSAGE_SELF, &before);
+  CHECK_THROWS_WITH(anuvad::load_model(path), Catch::Contains("missing"));
+  getrusage(RUSAGE_SELF, &after);
+  const long grown_kib = after.ru_maxrss - before.ru_maxrss;
+  INFO("peak RSS grew by " << grown_kib << " KiB");
+  CHECK(grown_kib < 128 * 1024);
   std::filesystem::remove_all(dir);
 }
 

@@ -9,6 +9,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "anuvad/param.h"
 #include "anuvad/tensor.h"
@@ -109,8 +110,9 @@ class Embedding {
  public:
   Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size, Index d_model,
             Index max_positions);
-  /// ids: [B·T] (row b·T + t has position first_position + t) → out [B·T, D].
-  /// Throws ShapeError on an id outside [0, V) or a position ≥ max_positions.
+  /// ids: [B·T] (row b·T + t has position first_position + t) → out [B·T, D]. The sinusoids
+  /// are computed per call for the T positions (T·D sin/cos), never tabulated up to
+  /// max_positions. Throws ShapeError on an id outside [0, V) or a position ≥ max_positions.
   void forward(const TokenIds& ids, int batch, int len, int first_position, Mat& out) const;
   /// Adds dE[id_r] += dout[r]·√D for every row r.
   void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const;
@@ -118,7 +120,8 @@ class Embedding {
   Param& weight;
 
  private:
-  Mat positions_;  // [max_positions, D]
+  Index max_positions_;
+  std::vector<double> wavelength_divisors_;  // [⌈D/2⌉] 10000^(2i/D)
   Scalar scale_;
 };
 
