@@ -27,6 +27,17 @@ bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
+std::string split_tsv_pair(const std::string& line, SentencePair& pair) {
+  const auto tab = line.find('\t');
+  if (tab == std::string::npos) return "no tab (expected english<TAB>hindi)";
+  if (line.find('\t', tab + 1) != std::string::npos) return "more than one tab (expected english<TAB>hindi)";
+  pair.src = line.substr(0, tab);
+  pair.tgt = line.substr(tab + 1);
+  if (is_blank(pair.src)) return "empty source side";
+  if (is_blank(pair.tgt)) return "empty target side";
+  return {};
+}
+
 namespace {
 
 std::vector<std::string> read_lines(const std::string& path) {
@@ -60,15 +71,10 @@ std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& p
     const auto lines = read_lines(paths[0]);
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string where = paths[0] + ":" + std::to_string(i + 1);
-      const std::string& l = lines[i];
-      const auto tab = l.find('\t');
-      if (tab == std::string::npos)
-        throw DataError(where + ": no tab (expected english<TAB>hindi)");
-      if (l.find('\t', tab + 1) != std::string::npos)
-        throw DataError(where + ": more than one tab (expected english<TAB>hindi)");
-      SentencePair p{l.substr(0, tab), l.substr(tab + 1), where};
-      if (is_blank(p.src)) throw DataError(where + ": empty source side");
-      if (is_blank(p.tgt)) throw DataError(where + ": empty target side");
+      SentencePair p;
+      const std::string why = split_tsv_pair(lines[i], p);
+      if (!why.empty()) throw DataError(where + ": " + why);
+      p.origin = where;
       pairs.push_back(std::move(p));
     }
   } else if (paths.size() == 2) {

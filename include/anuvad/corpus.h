@@ -33,4 +33,10 @@ void clean_line(std::string& line, bool first_line);
 /// True when `text` has no non-whitespace character.
 bool is_blank(const std::string& text);
 
+/// Splits one cleaned, checked TSV line `english<TAB>hindi` into pair.src / pair.tgt (origin
+/// untouched). Returns an empty string, or the reason the line is not a pair: "no tab ...",
+/// "more than one tab ...", "empty source side", "empty target side" (blank = whitespace only).
+/// The one rule for corpus files (read_parallel_corpus) and `anuvad score` input.
+std::string split_tsv_pair(const std::string& line, SentencePair& pair);
+
 }  // namespace anuvad

@@ -239,13 +239,13 @@ void run_score(const ScoreOptions& o) {
     clean_line(line, n == 1);
     const std::string where = "<stdin>:" + std::to_string(n);
     std::string why = check_text(line);
-    const auto tab = line.find('\t');
-    if (why.empty() && (tab == std::string::npos || line.find('\t', tab + 1) != std::string::npos))
-      why = "expected exactly one tab (source<TAB>target)";
+    SentencePair pair;
+    if (why.empty()) why = split_tsv_pair(line, pair);
     Example e;
     if (why.empty()) {
-      e.src = m.src_tokenizer->encode(line.substr(0, tab));
-      e.tgt = m.tgt_tokenizer->encode(line.substr(tab + 1));
+      // Not truncated (unlike translate's sources): a score of part of a pair would be wrong.
+      e.src = m.src_tokenizer->encode(pair.src);
+      e.tgt = m.tgt_tokenizer->encode(pair.tgt);
       if (static_cast<int>(e.src.size()) > max_tokens || static_cast<int>(e.tgt.size()) > max_tokens)
         why = "longer than max_positions − 1 = " + std::to_string(max_tokens) + " subwords";
     }

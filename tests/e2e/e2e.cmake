@@ -50,3 +50,11 @@ add_test(NAME e2e.divergence_stops_and_keeps_the_checkpoint
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/diverge.sh $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.divergence_stops_and_keeps_the_checkpoint PROPERTIES LABELS e2e TIMEOUT 120)
+
+# The same awkward lines as sentence pairs: `score` (a stream), `evaluate` and `train` (files).
+add_test(NAME e2e.score_evaluate_train_text_input_cases
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/text_input_pairs.sh $<TARGET_FILE:anuvad>
+          ${CMAKE_BINARY_DIR}/cli_tiny.safetensors ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.score_evaluate_train_text_input_cases PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 300)

@@ -9,8 +9,8 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 long=$(printf 'word %.0s' $(seq 1 400))
 # 1 BOM + CRLF, 2 invalid UTF-8, 3 empty, 4 whitespace only, 5 Hindi + emoji, 6 NUL byte,
-# 7 unknown characters, 8 over-long line (truncated with a warning), 9 plain
-printf '\xef\xbb\xbfHello.\r\n\xc3\x28 bad\n\n   \nमैं ठीक हूँ 😀\nNUL\x00byte\n☃ ☄ ⚘\n%s\nThank you.\n' "$long" > "$dir/in"
+# 7 unknown characters, 8 over-long line (truncated with a warning), 9 line 1 without BOM and CR
+printf '\xef\xbb\xbfHello.\r\n\xc3\x28 bad\n\n   \nमैं ठीक हूँ 😀\nNUL\x00byte\n☃ ☄ ⚘\n%s\nHello.\n' "$long" > "$dir/in"
 "$anuvad" translate -m "$model" --word-scores --mini-batch 4 --max-length 6 < "$dir/in" > "$dir/out" 2> "$dir/err"
 code=$?
 fail() { echo "$1"; echo "--- stdout"; cat -A "$dir/out"; echo "--- stderr"; cat "$dir/err"; exit 1; }
@@ -25,4 +25,5 @@ for n in 1 5 7 8 9; do
   sed -n ${n}p "$dir/out" | grep -q ' ||| WordScores= -' || fail "line $n was not translated"
 done
 if grep -q $'\r' "$dir/out"; then fail "a CR leaked into the output"; fi
-echo "9 lines in, 9 lines out; bad lines 2 and 6 reported and skipped; line 8 truncated"
+[ "$(sed -n 1p "$dir/out")" = "$(sed -n 9p "$dir/out")" ] || fail "the BOM/CRLF line translates differently from the same clean line"
+echo "9 lines in, 9 lines out; bad lines 2 and 6 reported and skipped; line 8 truncated; BOM + CRLF line = clean line"
