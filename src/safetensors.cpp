@@ -9,6 +9,7 @@
 #include <fstream>
 #include <limits>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "anuvad/error.h"
 
@@ -83,21 +84,29 @@ SafetensorsFile read_safetensors(const std::string& path) {
   in.read(text.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw IoError(path + ": read error in header");
   nlohmann::json header;
-  std::vector<std::string> top_keys;  // nlohmann keeps the last duplicate silently: detect them
+  // nlohmann keeps the last of duplicate keys silently: detect them in every object (tensor
+  // names at the top, "dtype"/"shape"/... in an entry, metadata keys).
+  std::vector<std::set<std::string>> open_objects;
+  std::string duplicate;
+  bool duplicate_is_tensor = false;
   try {
-    header = nlohmann::json::parse(text, [&](int depth, nlohmann::json::parse_event_t event,
-                                             nlohmann::json& parsed) {
-      if (depth == 1 && event == nlohmann::json::parse_event_t::key)
-        top_keys.push_back(parsed.get<std::string>());
+    using Event = nlohmann::json::parse_event_t;
+    header = nlohmann::json::parse(text, [&](int depth, Event event, nlohmann::json& parsed) {
+      if (event == Event::object_start) open_objects.emplace_back();
+      else if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
+      else if (event == Event::key && !open_objects.empty() && duplicate.empty() &&
+               !open_objects.back().insert(parsed.get<std::string>()).second) {
+        duplicate = parsed.get<std::string>();
+        duplicate_is_tensor = depth == 1;
+      }
       return true;
     });
   } catch (const nlohmann::json::exception& e) {
     throw ModelFileError(path + ": header is not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!header.is_object()) throw ModelFileError(path + ": header is not a JSON object");
-  std::sort(top_keys.begin(), top_keys.end());
-  const auto dup = std::adjacent_find(top_keys.begin(), top_keys.end());
-  if (dup != top_keys.end()) throw ModelFileError(path + ": duplicate tensor name " + *dup);
+  if (!duplicate.empty())
+    throw ModelFileError(path + (duplicate_is_tensor ? ": duplicate tensor name " : ": duplicate key ") + duplicate);
   const uint64_t data_size = file_size - 8 - header_size;
 
   SafetensorsFile out;

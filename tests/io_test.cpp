@@ -849,6 +849,14 @@ TEST_CASE("safetensors: hostile files are ModelFileErrors naming the problem", "
                            data8),
            "duplicate tensor name a");
   }
+  SECTION("duplicate keys inside a tensor entry or the metadata") {
+    expect(raw_safetensors(R"({"a":{"dtype":"F32","shape":[1],"shape":[2],"data_offsets":[0,4]}})", data8),
+           "duplicate key shape");
+    expect(raw_safetensors(R"({"__metadata__":{"format":"anuvad","format":"other"},)"
+                           R"("a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})",
+                           data8),
+           "duplicate key format");
+  }
   SECTION("shape product overflow") {
     expect(raw_safetensors(R"({"a":{"dtype":"U8","shape":[1099511627776,1099511627776],"data_offsets":[0,0]}})",
                            ""),
