@@ -51,14 +51,27 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
       throw IoError(tmp + ": write failed (disk full?)");
     }
   }
+  // The data must be on disk before the rename makes it the file: otherwise a power cut could
+  // leave `path` pointing at a file whose blocks were never written.
   const int fd = ::open(tmp.c_str(), O_RDONLY);
-  if (fd >= 0) {
-    ::fsync(fd);
-    ::close(fd);
+  const bool synced = fd >= 0 && ::fsync(fd) == 0;
+  if (fd >= 0) ::close(fd);
+  if (!synced) {
+    std::remove(tmp.c_str());
+    throw IoError(tmp + ": fsync failed");
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     std::remove(tmp.c_str());
     throw IoError(path + ": cannot rename temporary file into place");
+  }
+  // Make the rename itself durable (best effort: some file systems refuse to fsync a directory;
+  // the new file is complete either way).
+  const auto slash = path.find_last_of('/');
+  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
+  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
   }
 }
 

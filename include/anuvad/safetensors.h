@@ -28,8 +28,9 @@ struct SafetensorsFile {
 int dtype_size(const std::string& dtype);
 
 /// Writes `file` to `path` atomically: to `path.tmp.<pid>`, flushed and fsynced, then renamed
-/// over `path`, so a crash never leaves a half-written file. Tensors are written in name order.
-/// Throws IoError.
+/// over `path` and the directory fsynced, so a crash never leaves a half-written file (a killed
+/// write may leave its `.tmp.<pid>` file, never read). Tensors are written in name order.
+/// Throws IoError (the temporary file removed, `path` untouched) when a write or fsync fails.
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
 /// Reads and validates a safetensors file: header size within the file and ≤ 100 MB, strict
