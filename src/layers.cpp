@@ -217,8 +217,8 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
   if (batch == 0) return;
   // PE is computed per position, not stored: a [max_positions, D] table would cost memory in
   // proportion to a config value (a hostile model file's, too). Row t of sentence 0 receives
-  // PE[first_position + t] first and is the source the other sentences add from; IEEE addition
-  // is commutative, so every row equals E[id]·√D + PE[pos] exactly.
+  // PE[first_position + t] first and is the source the other sentences add from, and it is
+  // overwritten last by the same expression, so every row is E[id]·√D + PE[pos] computed alike.
   for (int t = 0; t < len; ++t) {
     auto pe = out.row(t);
     const double p = static_cast<double>(first_position + t);
@@ -231,7 +231,7 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
       const Index r = Index(b) * len + t;
       out.row(r) = weight.value.row(ids[r]) * scale_ + pe;
     }
-    pe += weight.value.row(ids[t]) * scale_;
+    pe = weight.value.row(ids[t]) * scale_ + pe;  // element-wise: no aliasing
   }
 }
 
