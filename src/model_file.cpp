@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "anuvad/error.h"
 #include "anuvad/safetensors.h"
 
@@ -59,6 +61,16 @@ SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& 
     f.tensors[name] = std::move(t);
   }
   return f;
+}
+
+std::vector<int32_t> TranslationModel::encode_source(const std::string& text, const std::string& where) const {
+  std::vector<int32_t> ids = src_tokenizer->encode(text);
+  const size_t max_src = static_cast<size_t>(transformer->config().max_positions - 1);
+  if (ids.size() > max_src) {
+    spdlog::warn("{}: source has {} subwords, truncated to max_positions − 1 = {}", where, ids.size(), max_src);
+    ids.resize(max_src);
+  }
+  return ids;
 }
 
 TranslationModel load_model(const std::string& path) {

@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "anuvad/safetensors.h"
 #include "anuvad/tokenizer.h"
@@ -23,6 +24,11 @@ struct TranslationModel {
   std::unique_ptr<Tokenizer> src_tokenizer;
   std::unique_ptr<Tokenizer> tgt_tokenizer;
   std::map<std::string, std::string> metadata;
+
+  /// A source sentence (valid UTF-8, checked by the caller) as subword ids for decode_batch,
+  /// truncated to max_positions − 1 subwords with a warning naming `where` (e.g. "<stdin>:3",
+  /// "test.tsv:12"): what `translate`, `evaluate` and the translation fuzz target feed the model.
+  std::vector<int32_t> encode_source(const std::string& text, const std::string& where) const;
 };
 
 /// Writes the model atomically (temporary file, fsync, rename). Throws IoError.

@@ -60,17 +60,11 @@ void run_evaluate(const EvaluateOptions& o) {
   const TranslationModel m = load_model(o.model_path);
 
   // Sources as subword ids, truncated (with a warning) to what the model can encode.
-  const size_t max_src = static_cast<size_t>(m.transformer->config().max_positions - 1);
   std::vector<Example> examples(pairs.size());
   std::vector<std::string> refs;
   refs.reserve(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
-    examples[i].src = m.src_tokenizer->encode(pairs[i].src);
-    if (examples[i].src.size() > max_src) {
-      spdlog::warn("{}: source has {} subwords, truncated to max_positions − 1 = {}",
-                   pairs[i].origin, examples[i].src.size(), max_src);
-      examples[i].src.resize(max_src);
-    }
+    examples[i].src = m.encode_source(pairs[i].src, pairs[i].origin);
     refs.push_back(pairs[i].tgt);
   }
 

@@ -2,7 +2,6 @@
 // (forced decoding of given translations).
 #include <omp.h>
 #include <unistd.h>
-#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <iostream>
@@ -49,19 +48,6 @@ std::string format_scores(const std::vector<double>& scores) {
   out.precision(6);
   for (size_t i = 0; i < scores.size(); ++i) out << (i ? " " : "") << scores[i];
   return out.str();
-}
-
-/// Source text → subword ids, truncated (with a warning) to what the model can encode.
-std::vector<int32_t> encode_source(const TranslationModel& m, const std::string& text,
-                                   const std::string& where) {
-  std::vector<int32_t> ids = m.src_tokenizer->encode(text);
-  const size_t max_src = static_cast<size_t>(m.transformer->config().max_positions - 1);
-  if (ids.size() > max_src) {
-    spdlog::warn("{}: source has {} subwords, truncated to max_positions − 1 = {}", where,
-                 ids.size(), max_src);
-    ids.resize(max_src);
-  }
-  return ids;
 }
 
 /// Cross-attention of `layer` averaged over heads: [T, S] (T output tokens incl. EOS).
@@ -149,7 +135,7 @@ void run_translate(const TranslateOptions& o) {
   auto translate_lines = [&](const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].error.empty()) src[i] = encode_source(m, lines[i].text, lines[i].where);
+      if (lines[i].error.empty()) src[i] = m.encode_source(lines[i].text, lines[i].where);
     std::vector<size_t> order(lines.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return src[a].size() < src[b].size(); });
