@@ -207,7 +207,7 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
   ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
                      weight.name + ": ids size does not match batch × length");
   ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + len <= max_positions_,
-                     "sequence of " + std::to_string(first_position + len) +
+                     "sequence of " + std::to_string(Index(first_position) + len) +
                          " tokens exceeds max_positions " + std::to_string(max_positions_));
   for (const int32_t id : ids)
     ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),

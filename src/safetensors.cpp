@@ -88,7 +88,8 @@ SafetensorsFile read_safetensors(const std::string& path) {
   if (!in) throw IoError(path + ": cannot read the header size");
   uint64_t header_size = 0;
   for (int i = 0; i < 8; ++i) header_size |= uint64_t(le[i]) << (8 * i);
-  constexpr uint64_t kMaxHeader = 100u << 20;
+  // 32 MiB holds ~200k tensor entries (a checkpoint of 1000 + 1000 layers needs ~27 MB).
+  constexpr uint64_t kMaxHeader = 32u << 20;
   if (header_size == 0 || header_size > kMaxHeader || header_size > file_size - 8)
     throw ModelFileError(path + ": not a safetensors file (header size " +
                          std::to_string(header_size) + " does not fit the file of " +
@@ -99,18 +100,26 @@ SafetensorsFile read_safetensors(const std::string& path) {
   nlohmann::json header;
   // nlohmann keeps the last of duplicate keys silently: detect them in every object (tensor
   // names at the top, "dtype"/"shape"/... in an entry, metadata keys).
+  // Values are counted too: a real header spends over 8 bytes of text per JSON value (names,
+  // dtypes, offsets), while "[0,0,0,...]" spends 2 and would cost ~30 bytes of memory per byte.
   std::vector<std::set<std::string>> open_objects;
   std::string duplicate;
   bool duplicate_is_tensor = false;
+  uint64_t values = 0;
+  const uint64_t max_values = header_size / 8 + 64;
   try {
     using Event = nlohmann::json::parse_event_t;
     header = nlohmann::json::parse(text, [&](int depth, Event event, nlohmann::json& parsed) {
+      if ((event == Event::value || event == Event::object_start || event == Event::array_start) &&
+          ++values > max_values)
+        throw ModelFileError(path + ": header has more JSON values than a safetensors header holds (over " +
+                             std::to_string(max_values) + " in " + std::to_string(header_size) + " bytes)");
       if (event == Event::object_start) open_objects.emplace_back();
       else if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
       else if (event == Event::key && !open_objects.empty() && duplicate.empty() &&
                !open_objects.back().insert(parsed.get<std::string>()).second) {
         duplicate = parsed.get<std::string>();
-        duplicate_is_tensor = depth == 1;
+        duplicate_is_tensor = depth == 1 && duplicate != "__metadata__";
       }
       return true;
     });

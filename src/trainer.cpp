@@ -458,14 +458,16 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
     }
     return opts.early_stopping > 0 && stalled >= opts.early_stopping;
   };
-  auto validate = [&]() -> bool {
+  // Runs f with the EMA weights in the model (when smoothing), swapping back even on a throw.
+  auto with_ema = [&](const auto& f) {
     swap_ema();
     struct SwapBack {
       const std::function<void()> f;
       ~SwapBack() { f(); }
     } back{swap_ema};
-    return validate_raw();
+    return f();
   };
+  auto validate = [&]() -> bool { return with_ema(validate_raw); };
 
   bool stop = false;
   for (int epoch = first_epoch; !stop && (opts.after_epochs <= 0 || epoch <= opts.after_epochs); ++epoch) {
@@ -578,12 +580,11 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   result.seconds = seconds_since(t0);
   result.tgt_tokens_per_second = tokens_total / std::max(result.seconds, 1e-9);
   result.last_train_loss = result.epoch_losses.empty() ? 0 : result.epoch_losses.back();
-  if (save) {
-    swap_ema();
-    check_finite_weights(model.params(), step);
-    save("final", result);
-    swap_ema();
-  }
+  if (save)
+    with_ema([&] {
+      check_finite_weights(model.params(), step);
+      save("final", result);
+    });
   return result;
 }
 

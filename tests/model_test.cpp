@@ -413,7 +413,16 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
   Transformer a(cfg), b(cfg);
   a.init_parameters(4);
   b.init_parameters(4);
-  const TrainResult ra = fit(a, ex, {}, o);
+  // The weights a run saves at the end: the EMA weights (swapped in for the save).
+  auto saved_final = [](const Transformer& m, std::vector<Mat>& out) {
+    return [&m, &out](const std::string& which, const TrainResult&) {
+      if (which != "final") return;
+      out.clear();
+      for (const Param& p : m.params().params()) out.push_back(p.value);
+    };
+  };
+  std::vector<Mat> final_a, final_b;
+  const TrainResult ra = fit(a, ex, {}, o, saved_final(a, final_a));
 
   const int64_t stop_at = 11;
   TrainOptions ob = o;
@@ -438,13 +447,17 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
   REQUIRE(state.next_batch > 0);
   REQUIRE(state.next_batch < static_cast<int64_t>(epoch_batches.size()));
 
-  const TrainResult rb2 = fit(b, ex, {}, o, {}, nullptr, {}, &state);
+  const TrainResult rb2 = fit(b, ex, {}, o, saved_final(b, final_b), nullptr, {}, &state);
   CHECK(rb2.steps == ra.steps);
   CHECK(rb2.epoch_losses == ra.epoch_losses);
+  REQUIRE(final_a.size() == a.params().params().size());
+  REQUIRE(final_b.size() == final_a.size());
   for (size_t i = 0; i < a.params().params().size(); ++i) {
     INFO(a.params().params()[i].name);
-    CHECK(a.params().params()[i].value == b.params().params()[i].value);
+    CHECK(a.params().params()[i].value == b.params().params()[i].value);  // raw weights
+    CHECK(final_a[i] == final_b[i]);                                      // EMA weights
   }
+  CHECK_FALSE(final_a.front() == a.params().params().front().value);  // the EMA is not the raw
 }
 
 TEST_CASE("NaN or Inf in a gradient or weight is reported with the step and the tensor", "[model][train][nan]") {

@@ -33,7 +33,8 @@ int dtype_size(const std::string& dtype);
 /// Throws IoError (the temporary file removed, `path` untouched) when a write or fsync fails.
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
-/// Reads and validates a safetensors file: header size within the file and ≤ 100 MB, strict
+/// Reads and validates a safetensors file: header size within the file and ≤ 32 MiB, at most
+/// one JSON value per 8 header bytes (so parsing memory stays proportional to a real header), strict
 /// JSON, known dtypes, element counts matching byte ranges without overflow, ranges inside
 /// the data section, not overlapping, and no duplicate names. Throws ModelFileError naming
 /// `path` and the field at fault, or IoError when the file cannot be read.

@@ -40,13 +40,13 @@ head -n 5 "$corpus" > "$dir/clean.tsv"
 "$anuvad" evaluate -m "$model" --test "$dir/bom_crlf.tsv" > "$dir/bom_crlf.out" 2> /dev/null ||
   fail "evaluate: BOM/CRLF file failed" "$dir/bom_crlf.out"
 cmp -s "$dir/clean.out" "$dir/bom_crlf.out" || fail "evaluate: BOM/CRLF scores differ" "$dir/clean.out" "$dir/bom_crlf.out"
-for case in 'invalid UTF-8 at byte 1:\xc3\x28 bad\tनमस्ते' 'NUL byte at byte 2:a\x00b\tनमस्ते' \
-            'no tab:' 'empty target side:hello\t  '; do
-  why=${case%%:*}
-  { head -n 1 "$dir/clean.tsv"; printf "${case#*:}\n"; } > "$dir/bad.tsv"
+for bad_line in 'invalid UTF-8 at byte 1:\xc3\x28 bad\tनमस्ते' 'NUL byte at byte 2:a\x00b\tनमस्ते' \
+                'no tab:' 'empty target side:hello\t  '; do
+  why=${bad_line%%:*}
+  { head -n 1 "$dir/clean.tsv"; printf '%b\n' "${bad_line#*:}"; } > "$dir/bad.tsv"
   "$anuvad" evaluate -m "$model" --test "$dir/bad.tsv" > "$dir/bad.out" 2> "$dir/bad.err"
   code=$?
-  [ $code -eq 1 ] && grep -q "^anuvad: error: $dir/bad.tsv:2: $why" "$dir/bad.err" && [ ! -s "$dir/bad.out" ] ||
+  [ $code -eq 1 ] && grep -qF "anuvad: error: $dir/bad.tsv:2: $why" "$dir/bad.err" && [ ! -s "$dir/bad.out" ] ||
     fail "evaluate: '$why' gave exit $code" "$dir/bad.out" "$dir/bad.err"
 done
 { cat "$dir/clean.tsv"; printf '%s\tनमस्ते\n' "$long"; } > "$dir/long.tsv"
@@ -59,13 +59,13 @@ echo "evaluate: BOM + CRLF = clean; 4 bad-line cases are FILE:2 errors; over-lon
 
 # train: the same bad lines stop it with FILE:LINE before any training; an over-long pair is
 # skipped with a warning; Hindi and emoji on the source side are ordinary training text.
-for case in 'invalid UTF-8 at byte 1:\xc3\x28 bad\tनमस्ते' 'NUL byte at byte 2:a\x00b\tनमस्ते' \
-            'no tab:' 'empty source side: \tनमस्ते'; do
-  why=${case%%:*}
-  { head -n 1 "$corpus"; printf "${case#*:}\n"; } > "$dir/bad.tsv"
+for bad_line in 'invalid UTF-8 at byte 1:\xc3\x28 bad\tनमस्ते' 'NUL byte at byte 2:a\x00b\tनमस्ते' \
+                'no tab:' 'empty source side: \tनमस्ते'; do
+  why=${bad_line%%:*}
+  { head -n 1 "$corpus"; printf '%b\n' "${bad_line#*:}"; } > "$dir/bad.tsv"
   "$anuvad" train --train-sets "$dir/bad.tsv" --no-valid -c "$config" -m "$dir/bad.safetensors" > "$dir/bad.err" 2>&1
   code=$?
-  [ $code -eq 1 ] && grep -q "^anuvad: error: $dir/bad.tsv:2: $why" "$dir/bad.err" && [ ! -e "$dir/bad.safetensors" ] ||
+  [ $code -eq 1 ] && grep -qF "anuvad: error: $dir/bad.tsv:2: $why" "$dir/bad.err" && [ ! -e "$dir/bad.safetensors" ] ||
     fail "train: '$why' gave exit $code" "$dir/bad.err"
 done
 { cat "$corpus"; printf '%s\tनमस्ते\nमैं ठीक हूँ 😀\tमैं ठीक हूँ\n' "$long"; } > "$dir/long.tsv"
