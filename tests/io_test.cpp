@@ -1103,19 +1103,24 @@ TEST_CASE("model file: missing and non-model files", "[io][model_file]") {
   CHECK_THROWS_AS(load_model(dir.path().string()), Error);
 }
 
-TEST_CASE("model file: a hostile config cannot make the loader allocate gigabytes", "[io][model_file]") {
-  const auto dir = std::filesystem::temp_directory_path() / "anuvad_io_hostile_config";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "hostile.safetensors").string();
+/// Writes dir/hostile.safetensors: anuvad metadata with `config_json`, a 1-byte source
+/// tokenizer and no parameter tensor at all; returns its path.
+std::string write_config_only_model(const TempDir& dir, const std::string& config_json) {
+  const std::string path = dir.file("hostile.safetensors");
   anuvad::SafetensorsFile f;
-  f.metadata = {{"format", "anuvad"}, {"format_version", "1"},
-                {"config", R"({"d_model": 65536, "n_heads": 1, "d_ff": 1048576, "src_vocab_size": 10000000,
-                              "tgt_vocab_size": 10000000, "encoder_layers": 1000, "decoder_layers": 1000})"}};
+  f.metadata = {{"format", "anuvad"}, {"format_version", "1"}, {"config", config_json}};
   f.tensors["tokenizer.src"] = {"U8", {1}, std::string(1, 'x')};
   anuvad::write_safetensors(path, f);
+  return path;
+}
+
+TEST_CASE("model file: a hostile config cannot make the loader allocate gigabytes", "[io][model_file]") {
+  TempDir dir;
+  const std::string path = write_config_only_model(
+      dir, R"({"d_model": 65536, "n_heads": 1, "d_ff": 1048576, "src_vocab_size": 10000000,
+              "tgt_vocab_size": 10000000, "encoder_layers": 1000, "decoder_layers": 1000})");
   CHECK_THROWS_AS(anuvad::load_model(path), anuvad::ModelFileError);
   CHECK_THROWS_WITH(anuvad::load_model(path), Catch::Contains("config implies"));
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("model file: max_positions costs no memory before the tensors are checked", "[io][model_file]") {
@@ -1123,16 +1128,10 @@ TEST_CASE("model file: max_positions costs no memory before the tensors are chec
   // touched) but with 65536 positions: a [max_positions, d_model] sinusoid table per embedding
   // would be 2 × 256 MiB written before "missing" could be reported. The peak resident size may
   // grow by far less than that.
-  const auto dir = std::filesystem::temp_directory_path() / "anuvad_io_hostile_positions";
-  std::filesystem::create_directories(dir);
-  const std::string path = (dir / "hostile.safetensors").string();
-  anuvad::SafetensorsFile f;
-  f.metadata = {{"format", "anuvad"}, {"format_version", "1"},
-                {"config", R"({"d_model": 1024, "n_heads": 1, "d_ff": 1, "src_vocab_size": 5,
-                              "tgt_vocab_size": 5, "encoder_layers": 1, "decoder_layers": 1,
-                              "max_positions": 65536})"}};
-  f.tensors["tokenizer.src"] = {"U8", {1}, std::string(1, 'x')};
-  anuvad::write_safetensors(path, f);
+  TempDir dir;
+  const std::string path = write_config_only_model(
+      dir, R"({"d_model": 1024, "n_heads": 1, "d_ff": 1, "src_vocab_size": 5, "tgt_vocab_size": 5,
+              "encoder_layers": 1, "decoder_layers": 1, "max_positions": 65536})");
   // Loaded in a child process, whose peak RSS is its own (ru_maxrss of RUSAGE_SELF is the high
   // mark of everything this test binary did before); it starts at this process's current RSS.
   long pages = 0, resident_pages = 0;
@@ -1160,7 +1159,6 @@ TEST_CASE("model file: max_positions costs no memory before the tensors are chec
   const long grown_kib = usage.ru_maxrss - start_kib;
   INFO("child peak RSS " << usage.ru_maxrss << " KiB, started at " << start_kib << " KiB");
   CHECK(grown_kib < 128 * 1024);
-  std::filesystem::remove_all(dir);
 }
 
 TEST_CASE("config: numbers beyond int's range for integer keys are ConfigErrors", "[io][config]") {
