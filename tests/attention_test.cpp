@@ -13,9 +13,9 @@
 #include <fstream>
 #include <sstream>
 
-#include "anuvad/attention_dump.h"
-#include "anuvad/decode.h"
-#include "anuvad/error.h"
+#include "anuvad/inspect/attention_dump.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/core/error.h"
 #include "support/attention_fixture.h"
 
 #ifdef ANUVAD_HAVE_VALIJSON

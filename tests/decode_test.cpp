@@ -8,8 +8,8 @@
 #include <cmath>
 #include <set>
 
-#include "anuvad/decode.h"
-#include "anuvad/loss.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/nn/loss.h"
 
 using namespace anuvad;
 

@@ -2,10 +2,10 @@
 // (this file links anuvad_core_f64). Method and tolerance: tests/support/gradcheck.h.
 #include <catch2/catch.hpp>
 
-#include "anuvad/attention.h"
-#include "anuvad/layers.h"
-#include "anuvad/loss.h"
-#include "anuvad/transformer.h"
+#include "anuvad/nn/attention.h"
+#include "anuvad/nn/layers.h"
+#include "anuvad/nn/loss.h"
+#include "anuvad/nn/transformer.h"
 #include "support/gradcheck.h"
 
 using namespace anuvad;

@@ -26,12 +26,12 @@
 #include <set>
 #include <sstream>
 
-#include "anuvad/corpus.h"
-#include "anuvad/error.h"
-#include "anuvad/model_file.h"
-#include "anuvad/safetensors.h"
-#include "anuvad/tokenizer.h"
-#include "anuvad/transformer.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/core/error.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/io/safetensors.h"
+#include "anuvad/text/tokenizer.h"
+#include "anuvad/nn/transformer.h"
 
 using namespace anuvad;
 using Catch::Contains;

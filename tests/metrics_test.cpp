@@ -1,4 +1,4 @@
-// Translation metrics (src/metrics.cpp) and validation during training (src/trainer.cpp):
+// Translation metrics (src/text/metrics.cpp) and validation during training (src/train/trainer.cpp):
 //   - sacreBLEU's published test cases (sacreBLEU test/test_chrf.py and test/test_bleu.py, 2.x,
 //     as reproduced in shared/bench/metrics.py), each to the precision it is published with;
 //   - edge cases: empty hypotheses, empty corpus, one-word references, bad input;
@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/corpus.h"
-#include "anuvad/error.h"
-#include "anuvad/metrics.h"
-#include "anuvad/tokenizer.h"
-#include "anuvad/trainer.h"
-#include "anuvad/transformer.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/core/error.h"
+#include "anuvad/text/metrics.h"
+#include "anuvad/text/tokenizer.h"
+#include "anuvad/train/trainer.h"
+#include "anuvad/nn/transformer.h"
 
 using namespace anuvad;
 using Strings = std::vector<std::string>;

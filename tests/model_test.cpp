@@ -12,12 +12,12 @@
 #include <sstream>
 #include <utility>
 
-#include "anuvad/attention.h"
-#include "anuvad/decode.h"
-#include "anuvad/error.h"
-#include "anuvad/loss.h"
-#include "anuvad/trainer.h"
-#include "anuvad/transformer.h"
+#include "anuvad/nn/attention.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/core/error.h"
+#include "anuvad/nn/loss.h"
+#include "anuvad/train/trainer.h"
+#include "anuvad/nn/transformer.h"
 #include "support/gradcheck.h"
 
 using namespace anuvad;

@@ -50,11 +50,11 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/batcher.h"
-#include "anuvad/layers.h"
-#include "anuvad/loss.h"
-#include "anuvad/model_file.h"
-#include "anuvad/transformer.h"
+#include "anuvad/nn/batch.h"
+#include "anuvad/nn/layers.h"
+#include "anuvad/nn/loss.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/nn/transformer.h"
 
 namespace {
 

@@ -5,7 +5,7 @@
 #include <memory>
 #include <string>
 
-#include "anuvad/attention_dump.h"
+#include "anuvad/inspect/attention_dump.h"
 #include "commands.h"
 
 namespace anuvad::cli {

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/error.h"
-#include "anuvad/model_file.h"
+#include "anuvad/core/error.h"
+#include "anuvad/io/model_file.h"
 #include "commands.h"
 
 namespace anuvad::cli {

@@ -10,13 +10,13 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "anuvad/corpus.h"
-#include "anuvad/decode.h"
-#include "anuvad/error.h"
-#include "anuvad/metrics.h"
-#include "anuvad/model_file.h"
-#include "anuvad/runtime.h"
-#include "anuvad/trainer.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/core/error.h"
+#include "anuvad/text/metrics.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/core/runtime.h"
+#include "anuvad/train/trainer.h"
 #include "commands.h"
 
 namespace anuvad::cli {

@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/error.h"
-#include "anuvad/trainer.h"
+#include "anuvad/core/error.h"
+#include "anuvad/train/trainer.h"
 #include "commands.h"
 
 namespace anuvad::cli {

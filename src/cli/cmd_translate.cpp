@@ -9,12 +9,12 @@
 #include <numeric>
 #include <sstream>
 
-#include "anuvad/attention_dump.h"
-#include "anuvad/corpus.h"
-#include "anuvad/decode.h"
-#include "anuvad/error.h"
-#include "anuvad/model_file.h"
-#include "anuvad/runtime.h"
+#include "anuvad/inspect/attention_dump.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/core/error.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/core/runtime.h"
 #include "commands.h"
 
 namespace anuvad::cli {

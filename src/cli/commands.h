@@ -4,7 +4,7 @@
 
 #include <CLI/CLI.hpp>
 
-#include "anuvad/decode.h"
+#include "anuvad/decode/decode.h"
 
 namespace anuvad::cli {
 

@@ -5,8 +5,8 @@
 
 #include <iostream>
 
-#include "anuvad/error.h"
-#include "anuvad/runtime.h"
+#include "anuvad/core/error.h"
+#include "anuvad/core/runtime.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {

@@ -49,13 +49,13 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/adam.h"
-#include "anuvad/batcher.h"
-#include "anuvad/config.h"
-#include "anuvad/decode.h"
-#include "anuvad/loss.h"
-#include "anuvad/runtime.h"
-#include "anuvad/transformer.h"
+#include "anuvad/train/adam.h"
+#include "anuvad/nn/batch.h"
+#include "anuvad/nn/config.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/nn/loss.h"
+#include "anuvad/core/runtime.h"
+#include "anuvad/nn/transformer.h"
 
 using namespace anuvad;
 using json = nlohmann::json;

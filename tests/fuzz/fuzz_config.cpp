@@ -3,8 +3,8 @@
 #include <cstdint>
 #include <string>
 
-#include "anuvad/config.h"
-#include "anuvad/error.h"
+#include "anuvad/nn/config.h"
+#include "anuvad/core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string text(reinterpret_cast<const char*>(data), size);

@@ -5,8 +5,8 @@
 #include <fstream>
 #include <string>
 
-#include "anuvad/corpus.h"
-#include "anuvad/error.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/core/error.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/anuvad_fuzz_corpus_" + std::to_string(::getpid()) + ".tsv";

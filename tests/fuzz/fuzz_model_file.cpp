@@ -7,8 +7,8 @@
 #include <fstream>
 #include <string>
 
-#include "anuvad/error.h"
-#include "anuvad/model_file.h"
+#include "anuvad/core/error.h"
+#include "anuvad/io/model_file.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static const std::string path = "/tmp/anuvad_fuzz_model_" + std::to_string(::getpid());

@@ -7,10 +7,10 @@
 #include <cstdint>
 #include <string>
 
-#include "anuvad/corpus.h"
-#include "anuvad/decode.h"
-#include "anuvad/error.h"
-#include "anuvad/model_file.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/decode/decode.h"
+#include "anuvad/core/error.h"
+#include "anuvad/io/model_file.h"
 
 #ifndef ANUVAD_TEST_DATA
 #error "ANUVAD_TEST_DATA must point at tests/data"

@@ -186,7 +186,7 @@ def fixed_examples(src_vocab, tgt_vocab):
 
 
 def make_batch(examples):
-    """Right-padded layout of anuvad::make_batch (include/anuvad/batcher.h)."""
+    """Right-padded layout of anuvad::make_batch (include/anuvad/nn/batch.h)."""
     src_lengths = [len(e["src"]) + 1 for e in examples]
     tgt_lengths = [len(e["tgt"]) + 1 for e in examples]
     S, T = max(src_lengths), max(tgt_lengths)

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/attention_dump.h"
-#include "anuvad/batcher.h"
-#include "anuvad/transformer.h"
+#include "anuvad/inspect/attention_dump.h"
+#include "anuvad/nn/batch.h"
+#include "anuvad/nn/transformer.h"
 
 namespace anuvad::test {
 

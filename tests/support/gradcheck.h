@@ -11,7 +11,7 @@
 #include <functional>
 #include <random>
 
-#include "anuvad/param.h"
+#include "anuvad/nn/param.h"
 
 namespace anuvad::test {
 

@@ -11,7 +11,7 @@
 #include <iostream>
 #include <string>
 
-#include "anuvad/error.h"
+#include "anuvad/core/error.h"
 #include "support/attention_fixture.h"
 
 using namespace anuvad;

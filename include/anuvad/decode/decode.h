@@ -1,0 +1,70 @@
+// Autoregressive translation with the key/value-cached decoder, and forced-decoding scores.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "anuvad/nn/transformer.h"
+
+namespace anuvad {
+
+/// Options of autoregressive decoding.
+struct DecodeOptions {
+  int beam_size = 1;          ///< 1 = greedy search
+  int n_best = 1;             ///< hypotheses returned per sentence (≤ beam_size)
+  double normalize = 0.0;     ///< length normalisation α: rank by score / (target tokens incl. EOS)^α
+  double word_penalty = 0.0;  ///< added to the score once per target token (incl. EOS)
+  bool return_attention = false;  ///< fill Hypothesis::attention
+  /// Output limit relative to the source: at most max_length_factor · (source subwords + 1) + 10
+  /// target subwords (EOS excluded), and never more than max_length or the model's
+  /// max_positions − 1.
+  double max_length_factor = 2.0;
+  int max_length = 256;
+  bool allow_unk = false;  ///< when false, UNK is never produced
+};
+
+/// Every attention matrix of one translated sentence, as used while decoding (cached path).
+/// S = source tokens incl. EOS; T = decoder steps = output tokens incl. EOS (query t is the
+/// decoder input at position t: BOS for t = 0, else output token t − 1). Rows are (h·T + t).
+struct AttentionRecord {
+  std::vector<Mat> encoder_self;  ///< [L_enc] each [H·S, S]
+  std::vector<Mat> decoder_self;  ///< [L_dec] each [H·T, T], zero above the diagonal
+  std::vector<Mat> cross;         ///< [L_dec] each [H·T, S]
+};
+
+/// One output sentence.
+struct Hypothesis {
+  std::vector<int32_t> tokens;       ///< target subword ids, without BOS and EOS
+  std::vector<double> token_scores;  ///< log p of each emitted token, EOS included when reached (nats)
+  double score = 0;                  ///< Σ token_scores
+  bool finished = false;             ///< true when EOS was produced before the length limit
+  double normalized_score = 0;       ///< the ranking score: (score + word_penalty·n) / n^α
+  AttentionRecord attention;         ///< filled when DecodeOptions::return_attention
+};
+
+/// Translates a batch of sources (subword ids without EOS) with greedy (beam_size 1) or beam
+/// search; returns opts.n_best hypotheses per source, best first. Results do not depend on
+/// which other sentences are in the batch.
+std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
+                                                  const std::vector<std::vector<int32_t>>& sources,
+                                                  const DecodeOptions& opts);
+
+/// Maximum number of target tokens (EOS excluded) for a source of `src_tokens` subwords.
+int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src_tokens);
+
+/// Greedy decoding of a batch of sources (subword ids without EOS; EOS is appended here),
+/// encoded together as one padded batch and decoded in lockstep with the key/value cache.
+/// Each step picks argmax over the target vocabulary excluding PAD and BOS (and UNK unless
+/// allow_unk). token_scores are log-softmax values over the full vocabulary, the quantity that
+/// forced_scores() computes. An empty source gives an empty hypothesis without decoding.
+/// Throws ShapeError when a source is longer than max_positions − 1.
+std::vector<Hypothesis> greedy_decode(const Transformer& model,
+                                      const std::vector<std::vector<int32_t>>& sources,
+                                      const DecodeOptions& opts);
+
+/// Forced decoding (teacher forcing, no dropout): log p of every target token and of EOS for
+/// each (source, target) pair; the result has |target| + 1 entries per pair (nats).
+std::vector<std::vector<double>> forced_scores(const Transformer& model,
+                                               const std::vector<Example>& pairs);
+
+}  // namespace anuvad

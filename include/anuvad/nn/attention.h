@@ -1,0 +1,107 @@
+// Multi-head scaled dot-product attention (Vaswani et al. 2017 §3.2.1–3.2.2, Eq. 1):
+//   Attention(Q, K, V) = softmax(Q·Kᵀ/√d_head + mask)·V, heads concatenated, then W_o.
+// One class serves encoder self-attention, causal decoder self-attention and cross-attention
+// (queries from the decoder, keys/values from `memory`). The incremental decoder calls the same
+// kernel (scaled_dot_product_attention) on its key/value cache.
+//
+// Masks are statements about absolute positions, never slices of a square table: query row i of
+// a call sits at absolute position query_offset + i, key j at absolute position j. With right
+// padding and a causal mask, the keys a query may see always form a prefix 0..n−1 of the keys,
+// so a mask is the per-query visible length n (AttentionMask::visible). A fully masked row
+// (n = 0) gets all-zero weights, a zero context vector and zero gradients: never NaN.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "anuvad/nn/layers.h"
+
+namespace anuvad {
+
+/// Which keys each query sees. key_lengths: [B] number of real (non-padding) keys of each
+/// sentence (key_padding_mask as lengths; nullptr = no padding). causal: a query at absolute
+/// position p sees keys 0..p (causal_mask); the queries are rows query_offset.. of the sequence.
+struct AttentionMask {
+  const std::vector<int>* key_lengths = nullptr;
+  bool causal = false;
+  int query_offset = 0;
+  /// Number of visible keys (the prefix 0..n−1) for query row i of sentence b, n ≤ n_keys.
+  int visible(int b, int i, int n_keys) const {
+    int n = n_keys;
+    if (key_lengths != nullptr && (*key_lengths)[b] < n) n = (*key_lengths)[b];
+    if (causal && query_offset + i + 1 < n) n = query_offset + i + 1;
+    return n < 0 ? 0 : n;
+  }
+};
+
+/// The sizes of one attention call: B sentences, Tq queries and Tk keys each, H heads.
+/// Query rows of sentence b are b·Tq.. in Q; key/value rows are b·k_stride.. in K and V
+/// (k_stride = Tk for a training pass; the cache capacity for incremental decoding).
+/// kv_index (optional, [B]) maps query sentence b to the key/value block kv_index[b]: beams of
+/// one sentence share that sentence's cross-attention keys and values without copies.
+struct AttentionShape {
+  int batch = 0;
+  int n_queries = 0;
+  int n_keys = 0;
+  int n_heads = 0;
+  int k_stride = 0;
+  const std::vector<int>* kv_index = nullptr;
+  /// Query sentence b of this call is sentence batch_offset + b for kv_index, the k/v blocks
+  /// and the mask (a block of rows of a larger batch, as the incremental decoder runs them).
+  int batch_offset = 0;
+};
+
+/// Fused masked softmax and weighted sum for every (sentence, head), in parallel with OpenMP.
+/// q: [B·Tq, D], k, v: [B·k_stride, D] (heads are column blocks of width D/H).
+/// Writes probs [B·H·Tq, Tk] (row (b·H + h)·Tq + i; masked entries exactly 0) and
+/// ctx [B·Tq, D]. When `drop` is non-empty ([B·H·Tq, Tk] multipliers) the context uses
+/// probs ⊙ drop (attention dropout) while `probs` keeps the undropped weights.
+void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
+                                  const AttentionShape& shape, const AttentionMask& mask,
+                                  const Mat& drop, Mat& probs, Mat& ctx);
+/// As above into caller-sized blocks: probs [B·H·Tq, Tk], ctx [B·Tq, D] (e.g. row ranges of
+/// larger matrices). Runs serially when called inside a parallel region or when the work is
+/// small. Throws ShapeError on any size mismatch.
+void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat& k,
+                                       const Mat& v, const AttentionShape& shape,
+                                       const AttentionMask& mask, const Mat& drop,
+                                       Eigen::Ref<Mat> probs, Eigen::Ref<Mat> ctx);
+
+/// What MultiHeadAttention::forward keeps for backward (and for attention dumps).
+struct AttentionCache {
+  Mat q;      ///< [B·Tq, D] projected queries
+  Mat k;      ///< [B·Tk, D] projected keys
+  Mat v;      ///< [B·Tk, D] projected values
+  Mat probs;  ///< [B·H·Tq, Tk] attention weights, row (b·H + h)·Tq + i
+  Mat drop;   ///< attention-dropout multipliers (same shape as probs) or empty
+  Mat ctx;    ///< [B·Tq, D] concatenated head outputs (input of out_proj)
+};
+
+/// Multi-head attention with parameters "<prefix>.{q,k,v,out}_proj.{weight,bias}", each weight
+/// [D, D] (PyTorch Linear convention [out, in]). Scores are scaled by 1/√(D/H) (d_head).
+class MultiHeadAttention {
+ public:
+  /// Throws ConfigError unless n_heads divides d_model.
+  MultiHeadAttention(ParamRegistry& reg, const std::string& prefix, Index d_model, int n_heads);
+
+  /// x_q: [B·Tq, D] queries, x_kv: [B·Tk, D] keys/values (x_q itself for self-attention,
+  /// `memory` for cross-attention) → y [B·Tq, D]. Fills cache.
+  void forward(const Mat& x_q, const Mat& x_kv, int batch, int n_queries, int n_keys,
+               const AttentionMask& mask, Scalar attention_dropout, const DropoutContext& dctx,
+               AttentionCache& cache, Mat& y) const;
+
+  /// dy: [B·Tq, D] → dx_q [B·Tq, D] and dx_kv [B·Tk, D], both overwritten; adds the
+  /// parameter gradients. For self-attention pass the same matrix twice (&dx_q == &dx_kv):
+  /// the query and key/value contributions are then summed into it.
+  void backward(const Mat& dy, const Mat& x_q, const Mat& x_kv, int batch, int n_queries,
+                int n_keys, const AttentionMask& mask, const AttentionCache& cache, Mat& dx_q,
+                Mat& dx_kv) const;
+
+  int n_heads() const { return n_heads_; }
+  Linear q_proj, k_proj, v_proj, out_proj;
+
+ private:
+  int n_heads_;
+};
+
+}  // namespace anuvad

@@ -1,0 +1,151 @@
+// Building blocks of the transformer: Linear, LayerNorm, position-wise FeedForward, token
+// embedding with sinusoidal positions, dropout, and the residual wrapper with pre-/post-norm.
+// Every layer has forward and a hand-written backward side by side (src/nn/layers.cpp). Forward is
+// const and writes what backward needs into a caller-owned cache; backward accumulates (+=)
+// parameter gradients into the ParamRegistry and returns the input gradient.
+// Shapes: N = number of rows (tokens, B·T), D = d_model, F = d_ff, V = vocabulary size.
+#pragma once
+
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anuvad/nn/param.h"
+#include "anuvad/core/tensor.h"
+
+namespace anuvad {
+
+using Rng = std::mt19937_64;
+
+/// Dropout switch passed down a forward pass: active only when `rng` is set (training).
+struct DropoutContext {
+  Rng* rng = nullptr;
+  bool active() const { return rng != nullptr; }
+};
+
+/// Fills `mask` ([rows, cols]) with inverted-dropout multipliers: 0 with probability p, else
+/// 1/(1−p) (Srivastava et al. 2014). Leaves `mask` empty when dropout is inactive or p == 0,
+/// which callers read as "identity".
+void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
+
+/// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out].
+/// Products of many rows are split by row across the OpenMP threads into single-threaded GEMMs
+/// (one fork/join instead of Eigen's barriers inside one GEMM). Throws ShapeError on a mismatch.
+void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
+/// Backward of y = x·Wᵀ + b: dw [out, in] += dyᵀ·x, db [1, out] += Σ_rows dy, and dx [N, in]
+/// = dy·W (resized; added instead when `accumulate`). Threads split dw/db by output feature and
+/// dx by row (no reduction between threads). Throws ShapeError on a mismatch.
+void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                     const Mat& w, Mat& dw, Mat& db, Mat& dx, bool accumulate);
+
+/// Fully connected layer y = x·Wᵀ + b (PyTorch nn.Linear). Parameters "<prefix>.weight"
+/// [out, in] and "<prefix>.bias" [out].
+class Linear {
+ public:
+  Linear(ParamRegistry& reg, const std::string& prefix, Index in_features, Index out_features);
+  /// x: [N, in] → y: [N, out] (y is resized). Throws ShapeError if x.cols() != in.
+  void forward(const Eigen::Ref<const Mat>& x, Mat& y) const;
+  /// As forward, into an existing [N, out] block (e.g. rows of a larger matrix).
+  /// Throws ShapeError on any size mismatch.
+  void forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) const;
+  /// dy: [N, out], x: the forward input [N, in]. Adds dW += dyᵀ·x, db += Σ_rows dy;
+  /// writes dx = dy·W [N, in] (overwritten, or added when `accumulate`).
+  void backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
+                bool accumulate = false) const;
+  Param& weight;
+  Param& bias;
+};
+
+/// Cache of LayerNorm::forward read by backward.
+struct LayerNormCache {
+  Mat x_hat;  ///< [N, D] normalised input
+  Eigen::Matrix<Scalar, Eigen::Dynamic, 1> rstd;  ///< [N] 1/sqrt(var + eps)
+};
+
+/// Layer normalisation over features (Ba et al. 2016, arXiv:1607.06450):
+/// y = γ ⊙ (x − mean)·rstd + β with the biased variance, as torch.nn.LayerNorm.
+/// Parameters "<prefix>.weight" (γ) [D] and "<prefix>.bias" (β) [D].
+class LayerNorm {
+ public:
+  LayerNorm(ParamRegistry& reg, const std::string& prefix, Index d_model, Scalar eps);
+  /// x: [N, D] → y: [N, D]; fills cache.
+  void forward(const Eigen::Ref<const Mat>& x, Mat& y, LayerNormCache& cache) const;
+  /// dy: [N, D] → dx: [N, D] (overwritten); adds dγ, dβ.
+  void backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& cache, Mat& dx) const;
+  Param& gamma;
+  Param& beta;
+
+ private:
+  Scalar eps_;
+};
+
+/// Cache of FeedForward::forward.
+struct FeedForwardCache {
+  Mat hidden;  ///< [N, F] ReLU output, before FFN dropout
+  Mat drop;    ///< [N, F] FFN dropout multipliers, or empty
+  Mat hidden_dropped;  ///< [N, F] input of linear2 (== hidden when no dropout)
+};
+
+/// Position-wise feed-forward network FFN(x) = max(0, x·W1ᵀ + b1)·W2ᵀ + b2
+/// (Vaswani et al. 2017, Eq. 2), with optional dropout on the hidden activation.
+/// Parameters "<prefix>.linear1.*" [F, D] and "<prefix>.linear2.*" [D, F].
+class FeedForward {
+ public:
+  FeedForward(ParamRegistry& reg, const std::string& prefix, Index d_model, Index d_ff);
+  /// x: [N, D] → y: [N, D].
+  void forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout, const DropoutContext& dctx,
+               FeedForwardCache& cache, Mat& y) const;
+  /// dy: [N, D], x: forward input → dx: [N, D] (overwritten).
+  void backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                const FeedForwardCache& cache, Mat& dx) const;
+  Linear linear1;
+  Linear linear2;
+};
+
+/// Token embedding scaled by √D plus sinusoidal positions (Vaswani et al. 2017 §3.4, §3.5):
+/// out[r] = E[id_r]·√D + PE[pos_r], PE[p, 2i] = sin(p/10000^(2i/D)), PE[p, 2i+1] = cos(...).
+/// Parameter "<prefix>.weight" [V, D].
+class Embedding {
+ public:
+  Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size, Index d_model,
+            Index max_positions);
+  /// ids: [B·T] (row b·T + t has position first_position + t) → out [B·T, D]. The sinusoids
+  /// are computed per call for the T positions (T·D sin/cos), never tabulated up to
+  /// max_positions. Throws ShapeError on an id outside [0, V) or a position ≥ max_positions.
+  void forward(const TokenIds& ids, int batch, int len, int first_position, Mat& out) const;
+  /// Adds dE[id_r] += dout[r]·√D for every row r.
+  void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const;
+  Index vocab_size() const { return weight.value.rows(); }
+  Param& weight;
+
+ private:
+  Index max_positions_;
+  std::vector<double> wavelength_divisors_;  // [⌈D/2⌉] 10000^(2i/D)
+  Scalar scale_;
+};
+
+/// Cache of one residual sublayer.
+struct ResidualCache {
+  LayerNormCache ln;
+  Mat f_in;   ///< [N, D] input of the sublayer function (LN(x) for pre-norm, x for post-norm)
+  Mat f_out;  ///< [N, D] sublayer output before dropout
+  Mat drop;   ///< [N, D] residual dropout multipliers, or empty
+  Mat sum;    ///< [N, D] post-norm only: x + dropout(f(x)), the LayerNorm input
+};
+
+/// Sublayer function: (input [N, D]) → output [N, D].
+using SublayerForward = std::function<void(const Mat& in, Mat& out)>;
+/// Sublayer backward: (d output [N, D]) → d input [N, D] (overwritten).
+using SublayerBackward = std::function<void(const Mat& dout, Mat& din)>;
+
+/// Residual connection around f with layer norm, Vaswani et al. 2017 §5.4 and §3.1:
+///   post-norm: y = LN(x + Dropout(f(x)));  pre-norm (Wang et al. 2019): y = x + Dropout(f(LN(x))).
+void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar dropout,
+                      const DropoutContext& dctx, const SublayerForward& f, ResidualCache& cache,
+                      Mat& y);
+/// dy: [N, D] → dx: [N, D] (overwritten); calls fb for the sublayer's own backward.
+void residual_backward(const Mat& dy, const LayerNorm& ln, bool pre_norm,
+                       const SublayerBackward& fb, const ResidualCache& cache, Mat& dx);
+
+}  // namespace anuvad

@@ -1,0 +1,58 @@
+// Trainable parameters. Every parameter lives in one ParamRegistry under a stable dotted name
+// (PyTorch state_dict style, e.g. "decoder.layers.0.cross_attn.k_proj.weight"); the optimizer,
+// model-file I/O and gradient checks iterate the registry in registration order.
+#pragma once
+
+#include <deque>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "anuvad/core/tensor.h"
+
+namespace anuvad {
+
+/// One parameter tensor and its gradient. `value` is [rows, cols]; `shape` is the logical
+/// (PyTorch) shape written to the model file: {out, in} for a Linear weight, {n} for a bias or
+/// LayerNorm vector (stored as a [1, n] row). `grad` is allocated lazily (empty until the first
+/// zero_grad() or backward pass), so a model that only translates holds no gradient memory.
+struct Param {
+  std::string name;
+  std::vector<int64_t> shape;
+  Mat value;
+  Mat grad;
+  /// The gradient for accumulation (+=): allocated as zeros of value's shape when empty.
+  Mat& grad_acc() {
+    if (grad.rows() != value.rows() || grad.cols() != value.cols())
+      grad = Mat::Zero(value.rows(), value.cols());
+    return grad;
+  }
+};
+
+/// Owns all parameters in stable storage (references never dangle) in registration order.
+class ParamRegistry {
+ public:
+  /// Registers a zero-initialised parameter. Throws ConfigError on a duplicate name.
+  Param& add(const std::string& name, std::vector<int64_t> shape);
+  /// Looks a parameter up by name; returns nullptr when absent.
+  Param* find(const std::string& name);
+  const Param* find(const std::string& name) const;
+  /// Sets every gradient to zero, allocating it on first use (backward passes accumulate).
+  void zero_grad();
+  /// Total number of scalar parameters.
+  int64_t num_elements() const;
+
+  std::deque<Param>& params() { return params_; }
+  const std::deque<Param>& params() const { return params_; }
+
+ private:
+  std::deque<Param> params_;
+};
+
+/// Xavier/Glorot uniform initialisation U(-a, a), a = sqrt(6 / (fan_in + fan_out))
+/// (Glorot & Bengio 2010, Eq. 16), of a [fan_out, fan_in] weight.
+void xavier_uniform(Mat& w, std::mt19937_64& rng);
+/// Normal initialisation N(0, std²) of every element.
+void normal_init(Mat& w, Scalar std, std::mt19937_64& rng);
+
+}  // namespace anuvad

@@ -1,0 +1,197 @@
+// The encoder–decoder transformer (Vaswani et al. 2017): layers, the teacher-forced forward and
+// backward used in training, and the incremental decoder with a key/value cache used in
+// translation. Both decoder paths run the same layers and the same attention kernel, so the
+// logits of a prefix agree whether computed in one teacher-forced pass or step by step.
+//
+// Shapes: B sentences, S source tokens, T target tokens (padded), D = d_model, V = target
+// vocabulary. Activations are row-major [B·S, D] / [B·T, D], row b·T + t.
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "anuvad/nn/attention.h"
+#include "anuvad/nn/batch.h"
+#include "anuvad/nn/config.h"
+#include "anuvad/nn/layers.h"
+
+namespace anuvad {
+
+/// Cache of one encoder layer's forward pass.
+struct EncoderLayerCache {
+  ResidualCache self_attn_res, ffn_res;
+  AttentionCache self_attn;
+  FeedForwardCache ffn;
+};
+
+/// Encoder layer: self-attention (key padding only, never causal), then feed-forward, each in
+/// a residual sublayer (§3.1). Parameters under "<prefix>.{self_attn,self_attn_norm,ffn,ffn_norm}".
+class EncoderLayer {
+ public:
+  EncoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
+  /// x: [B·S, D] → y: [B·S, D]. src_lengths: [B] real source tokens.
+  void forward(const Mat& x, int batch, int src_len, const std::vector<int>& src_lengths,
+               const DropoutContext& dctx, EncoderLayerCache& cache, Mat& y) const;
+  /// dy: [B·S, D] → dx: [B·S, D] (overwritten); accumulates parameter gradients.
+  void backward(const Mat& dy, int batch, int src_len, const std::vector<int>& src_lengths,
+                const EncoderLayerCache& cache, Mat& dx) const;
+
+  MultiHeadAttention self_attn;
+  FeedForward ffn;
+  LayerNorm self_attn_norm, ffn_norm;
+
+ private:
+  const ModelConfig& cfg_;
+};
+
+/// Cache of one decoder layer's teacher-forced forward pass.
+struct DecoderLayerCache {
+  ResidualCache self_attn_res, cross_attn_res, ffn_res;
+  AttentionCache self_attn, cross_attn;
+  FeedForwardCache ffn;
+};
+
+/// Decoder layer: masked (causal) self-attention, cross-attention over `memory` (source key
+/// padding only, not causal), feed-forward (§3.1). Parameters under
+/// "<prefix>.{self_attn,self_attn_norm,cross_attn,cross_attn_norm,ffn,ffn_norm}".
+class DecoderLayer {
+ public:
+  DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
+  /// x: [B·T, D], memory: [B·S, D] → y: [B·T, D].
+  void forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
+               const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
+               const DropoutContext& dctx, DecoderLayerCache& cache, Mat& y) const;
+  /// dy: [B·T, D] → dx: [B·T, D] (overwritten); adds dL/dmemory into dmemory [B·S, D].
+  void backward(const Mat& dy, const Mat& memory, int batch, int tgt_len, int src_len,
+                const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
+                const DecoderLayerCache& cache, Mat& dx, Mat& dmemory) const;
+
+  MultiHeadAttention self_attn, cross_attn;
+  FeedForward ffn;
+  LayerNorm self_attn_norm, cross_attn_norm, ffn_norm;
+
+ private:
+  const ModelConfig& cfg_;
+};
+
+/// Everything the teacher-forced forward pass keeps for backward (and attention dumps).
+struct ForwardCache {
+  /// Inference only (set before encode): the encoder keeps one layer's activations at a time
+  /// and, per layer, only the attention weights (enc[l].self_attn.probs, for attention dumps);
+  /// backward is then impossible. Cuts the encoder's peak memory by a factor of its depth.
+  bool inference = false;
+  EncoderLayerCache enc_scratch;       ///< the reused layer cache when `inference`
+  Mat src_embed_drop, tgt_embed_drop;  ///< embedding dropout multipliers or empty
+  std::vector<Mat> enc_x;              ///< [L_enc + 1] inputs of each encoder layer, then output
+  std::vector<EncoderLayerCache> enc;
+  LayerNormCache enc_norm;
+  Mat memory;                          ///< [B·S, D] encoder output
+  std::vector<Mat> dec_x;              ///< [L_dec + 1] inputs of each decoder layer, then output
+  std::vector<DecoderLayerCache> dec;
+  LayerNormCache dec_norm;
+  Mat dec_out;                         ///< [B·T, D] input of the output projection
+};
+
+/// Key/value cache of one decoder layer for incremental decoding.
+struct DecoderLayerState {
+  Mat self_k, self_v;    ///< [B·capacity, D]; rows b·capacity + t, t < DecoderState::length
+  Mat cross_k, cross_v;  ///< [B·S, D] projected once from memory
+};
+
+/// Scratch buffers of one block of decoder rows in decode_step, reused every step so that the
+/// per-token loop does not allocate (n = rows of the block, F = d_ff).
+struct DecoderWorkspace {
+  TokenIds tokens;   ///< [n] the block's input tokens
+  Mat x;             ///< [n, D] residual stream
+  Mat h;             ///< [n, D] sublayer input (pre-norm: LN(x)) / final LayerNorm output
+  Mat f_out;         ///< [n, D] sublayer output
+  Mat q, ctx;        ///< [n, D] attention queries and concatenated head outputs
+  Mat hidden;        ///< [n, F] feed-forward hidden layer
+  LayerNormCache ln;
+};
+
+/// State of the incremental decoder: `batch` rows (hypotheses) decoded in lockstep, row r
+/// belonging to source sentence row_source[r] (beam search has beam_size rows per sentence).
+struct DecoderState {
+  int batch = 0;     ///< rows = sentences × beam_size
+  int capacity = 0;  ///< maximum target positions (BOS included)
+  int length = 0;    ///< tokens already fed = absolute position of the next token
+  int src_len = 0;   ///< S
+  std::vector<int> src_lengths;  ///< [rows] real source tokens of each row's sentence
+  std::vector<int> row_source;   ///< [rows] sentence of each row (index into memory blocks)
+  /// Reorders the self-attention cache for beam search: new row r continues old row
+  /// parents[r] (rows are gathered; cross-attention K/V stay shared per sentence).
+  /// Throws ShapeError when a parent belongs to another sentence.
+  void select_rows(const std::vector<int>& parents);
+  std::vector<DecoderLayerState> layers;
+  /// Attention weights of the last step, per layer: self [B·H, length], cross [B·H, S].
+  std::vector<Mat> last_self_probs, last_cross_probs;
+  /// One workspace per block of rows that decode_step runs in parallel.
+  std::vector<DecoderWorkspace> workspaces;
+  /// [B·capacity, D] buffer that select_rows gathers into (swapped with the cache, reused).
+  Mat gather_scratch;
+};
+
+/// The encoder–decoder model. Parameters (PyTorch state_dict names):
+///   encoder.embed_tokens.weight [V_src, D], encoder.layers.i.*, encoder.norm.* (pre-norm),
+///   decoder.embed_tokens.weight [V_tgt, D], decoder.layers.i.*, decoder.norm.* (pre-norm),
+///   output_projection.weight [V_tgt, D] (untied only), output_projection.bias [V_tgt].
+class Transformer {
+ public:
+  /// Registers all parameters (zero; call init_parameters or load them). Throws ConfigError.
+  explicit Transformer(const ModelConfig& cfg);
+  Transformer(const Transformer&) = delete;
+  Transformer& operator=(const Transformer&) = delete;
+
+  /// Xavier-uniform matrices, N(0, D^−½) embeddings, zero biases, unit LayerNorm gains.
+  void init_parameters(uint64_t seed);
+
+  const ModelConfig& config() const { return cfg_; }
+  ParamRegistry& params() { return params_; }
+  const ParamRegistry& params() const { return params_; }
+
+  /// Encoder: src [B·S] → cache.memory [B·S, D].
+  void encode(const TokenIds& src, int batch, int src_len, const std::vector<int>& src_lengths,
+              const DropoutContext& dctx, ForwardCache& cache) const;
+  /// Teacher-forced decoder over cache.memory: tgt_in [B·T] → logits [B·T, V].
+  void decode(const TokenIds& tgt_in, int batch, int tgt_len, const std::vector<int>& tgt_lengths,
+              int src_len, const std::vector<int>& src_lengths, const DropoutContext& dctx,
+              ForwardCache& cache, Mat& logits) const;
+  /// encode + decode for a batch: logits [B·T, V].
+  void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
+               Mat& logits) const;
+  /// dlogits [B·T, V] → accumulates every parameter gradient (call params().zero_grad() first).
+  /// Throws ShapeError when the cache was filled with `inference` set.
+  void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
+
+  /// Starts incremental decoding over memory [B·S, D]: projects cross-attention K/V once per
+  /// layer and sentence, and allocates the self-attention cache of B·beam_size rows for
+  /// `capacity` target positions.
+  DecoderState begin_decoding(const Mat& memory, int batch, int src_len,
+                              const std::vector<int>& src_lengths, int capacity,
+                              int beam_size = 1) const;
+  /// Feeds one token per row (tokens [B], at absolute position state.length) and returns
+  /// logits [B, V] for the next token. Rows are independent, so blocks of rows run in parallel
+  /// (one OpenMP thread each, single-threaded Eigen inside) when there are enough of them; a
+  /// step allocates nothing once the workspaces have grown. Throws ShapeError when the cache
+  /// is full or a token id is outside [0, V).
+  void decode_step(const std::vector<int32_t>& tokens, DecoderState& state, Mat& logits) const;
+
+ private:
+  /// logits [N, V] = h [N, D]·Wᵀ + bias (W: the output projection or the tied embedding).
+  void output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const;
+  /// decode_step for rows r0..r0+n−1, writing their logits rows and cache rows.
+  void decode_rows(const std::vector<int32_t>& tokens, DecoderState& state, int r0, int n,
+                   DecoderWorkspace& ws, Mat& logits) const;
+
+  ModelConfig cfg_;
+  ParamRegistry params_;
+  std::unique_ptr<Embedding> src_embed_, tgt_embed_;
+  std::vector<EncoderLayer> encoder_;
+  std::vector<DecoderLayer> decoder_;
+  std::unique_ptr<LayerNorm> enc_norm_, dec_norm_;
+  Param* out_weight_ = nullptr;  // tgt embedding when tied
+  Param* out_bias_ = nullptr;
+};
+
+}  // namespace anuvad

@@ -1,0 +1,295 @@
+// Forward and backward passes of the basic layers (see include/anuvad/nn/layers.h).
+#include "anuvad/nn/layers.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <utility>
+
+#include "anuvad/core/error.h"
+
+namespace anuvad {
+
+void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask) {
+  if (!ctx.active() || p <= Scalar(0)) {
+    mask.resize(0, 0);
+    return;
+  }
+  mask.resize(rows, cols);
+  const Scalar keep_scale = Scalar(1) / (Scalar(1) - p);
+  // Compare 53 random bits with a threshold: one draw per element, no floating-point division.
+  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p) * 9007199254740992.0);
+  Rng& rng = *ctx.rng;
+  Scalar* m = mask.data();
+  for (Index i = 0; i < mask.size(); ++i) m[i] = ((rng() >> 11) < threshold) ? Scalar(0) : keep_scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Linear
+
+Linear::Linear(ParamRegistry& reg, const std::string& prefix, Index in_features,
+               Index out_features)
+    : weight(reg.add(prefix + ".weight", {out_features, in_features})),
+      bias(reg.add(prefix + ".bias", {out_features})) {}
+
+void Linear::forward(const Eigen::Ref<const Mat>& x, Mat& y) const {
+  y.resize(x.rows(), weight.value.rows());
+  forward_into(x, y);
+}
+
+void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) const {
+  ANUVAD_CHECK_SHAPE(x.cols() == weight.value.cols(),
+                     weight.name + ": input has " + std::to_string(x.cols()) +
+                         " features, expected " + std::to_string(weight.value.cols()));
+  affine_into(x, weight.value, bias.value, y);  // checks the output block
+}
+
+namespace {
+
+/// Threads for a product of n rows by a [out, in] weight in a data-parallel split, or 1.
+/// Eigen parallelises one GEMM internally with several barriers per product, which costs more
+/// than the product itself for the small matrices of this model (libgomp spin-waiting was
+/// 30–45 % of training samples); one split per product into independent single-threaded GEMMs
+/// synchronises once.
+int split_threads(Index rows, const Mat& w) {
+  if (omp_in_parallel()) return 1;
+  const int threads = omp_get_max_threads();
+  if (threads <= 1) return 1;
+  if (rows >= 16 * threads && double(rows) * double(w.size()) >= 262144.0) return threads;
+  return 1;
+}
+
+/// [lo, hi) of `n` items for thread t of nt.
+std::pair<Index, Index> share(Index n, int t, int nt) { return {n * t / nt, n * (t + 1) / nt}; }
+
+}  // namespace
+
+void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y) {
+  ANUVAD_CHECK_SHAPE(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows() &&
+                         b.rows() == 1 && b.cols() == w.rows(),
+                     "affine_into: shape mismatch");
+  // Start from the bias and accumulate the product: no zero-fill pass, no second bias pass.
+  // Many rows: each thread takes a block of rows, one single-threaded GEMM each. Few rows (a
+  // decoding step of one sentence) stay on one thread: splitting a matrix-vector product by
+  // features was 5 % faster on idle cores but 3–4x slower whenever another process shared
+  // them (every product then waits for a descheduled thread).
+  const int threads = split_threads(x.rows(), w);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const auto [r0, r1] = share(x.rows(), omp_get_thread_num(), omp_get_num_threads());
+    auto yb = y.middleRows(r0, r1 - r0);
+    yb.rowwise() = b.row(0);
+    yb.noalias() += x.middleRows(r0, r1 - r0) * w.transpose();
+  }
+}
+
+void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                     const Mat& w, Mat& dw, Mat& db, Mat& dx, bool accumulate) {
+  ANUVAD_CHECK_SHAPE(dy.cols() == w.rows() && x.cols() == w.cols() && dy.rows() == x.rows() &&
+                         dw.rows() == w.rows() && dw.cols() == w.cols() && db.cols() == w.rows(),
+                     "affine_backward: shape mismatch");
+  if (accumulate) {
+    ANUVAD_CHECK_SHAPE(dx.rows() == dy.rows() && dx.cols() == w.cols(), "affine_backward: dx shape");
+  } else {
+    dx.resize(dy.rows(), w.cols());
+  }
+  // forward: y = x·Wᵀ + b  ⇒  dW = dyᵀ·x, db = Σ_rows dy, dx = dy·W.
+  // Threads split dW and db by output feature and dx by row: no reduction between threads.
+  const int threads = split_threads(dy.rows(), w);
+#pragma omp parallel num_threads(threads) if (threads > 1)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const auto [o0, o1] = share(w.rows(), t, nt);
+    dw.middleRows(o0, o1 - o0).noalias() += dy.middleCols(o0, o1 - o0).transpose() * x;
+    db.middleCols(o0, o1 - o0) += dy.middleCols(o0, o1 - o0).colwise().sum();
+    const auto [r0, r1] = share(dy.rows(), t, nt);
+    if (accumulate) {
+      dx.middleRows(r0, r1 - r0).noalias() += dy.middleRows(r0, r1 - r0) * w;
+    } else {
+      dx.middleRows(r0, r1 - r0).noalias() = dy.middleRows(r0, r1 - r0) * w;
+    }
+  }
+}
+
+void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
+                      bool accumulate) const {
+  affine_backward(dy, x, weight.value, weight.grad_acc(), bias.grad_acc(), dx, accumulate);
+}
+
+// ---------------------------------------------------------------------------------------------
+// LayerNorm
+
+LayerNorm::LayerNorm(ParamRegistry& reg, const std::string& prefix, Index d_model, Scalar eps)
+    : gamma(reg.add(prefix + ".weight", {d_model})),
+      beta(reg.add(prefix + ".bias", {d_model})),
+      eps_(eps) {
+  gamma.value.setOnes();
+}
+
+void LayerNorm::forward(const Eigen::Ref<const Mat>& x, Mat& y, LayerNormCache& cache) const {
+  const Index n = x.rows(), d = x.cols();
+  ANUVAD_CHECK_SHAPE(d == gamma.value.cols(), gamma.name + ": wrong input width");
+  cache.x_hat.resize(n, d);
+  cache.rstd.resize(n);
+  y.resize(n, d);
+  for (Index r = 0; r < n; ++r) {
+    const Scalar mean = x.row(r).mean();
+    const Scalar var = (x.row(r).array() - mean).square().mean();
+    const Scalar rstd = Scalar(1) / std::sqrt(var + eps_);
+    cache.rstd[r] = rstd;
+    cache.x_hat.row(r) = (x.row(r).array() - mean) * rstd;
+    y.row(r) = cache.x_hat.row(r).cwiseProduct(gamma.value) + beta.value;
+  }
+}
+
+void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& cache,
+                         Mat& dx) const {
+  // forward: y = γ ⊙ x̂ + β, x̂ = (x − μ)·rstd
+  // ⇒ dγ = Σ dy ⊙ x̂, dβ = Σ dy, dx = rstd·(dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂)), dx̂ = dy ⊙ γ
+  const Index n = dy.rows(), d = dy.cols();
+  gamma.grad_acc() += dy.cwiseProduct(cache.x_hat).colwise().sum();
+  beta.grad_acc() += dy.colwise().sum();
+  dx.resize(n, d);
+  for (Index r = 0; r < n; ++r) {
+    const RowVec dxhat = dy.row(r).cwiseProduct(gamma.value);
+    const Scalar m1 = dxhat.mean();
+    const Scalar m2 = dxhat.cwiseProduct(cache.x_hat.row(r)).mean();
+    dx.row(r) = cache.rstd[r] * (dxhat.array() - m1 - cache.x_hat.row(r).array() * m2);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// FeedForward
+
+FeedForward::FeedForward(ParamRegistry& reg, const std::string& prefix, Index d_model, Index d_ff)
+    : linear1(reg, prefix + ".linear1", d_model, d_ff),
+      linear2(reg, prefix + ".linear2", d_ff, d_model) {}
+
+void FeedForward::forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout,
+                          const DropoutContext& dctx, FeedForwardCache& cache, Mat& y) const {
+  linear1.forward(x, cache.hidden);
+  cache.hidden = cache.hidden.cwiseMax(Scalar(0));
+  make_dropout_mask(cache.hidden.rows(), cache.hidden.cols(), ffn_dropout, dctx, cache.drop);
+  if (cache.drop.size() > 0) {
+    cache.hidden_dropped = cache.hidden.cwiseProduct(cache.drop);
+    linear2.forward(cache.hidden_dropped, y);
+  } else {
+    cache.hidden_dropped.resize(0, 0);
+    linear2.forward(cache.hidden, y);
+  }
+}
+
+void FeedForward::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
+                           const FeedForwardCache& cache, Mat& dx) const {
+  const Mat& h2 = cache.drop.size() > 0 ? cache.hidden_dropped : cache.hidden;
+  Mat dh;
+  linear2.backward(dy, h2, dh);
+  if (cache.drop.size() > 0) dh.array() *= cache.drop.array();
+  // ReLU: pass the gradient where the output was positive.
+  dh = (cache.hidden.array() > Scalar(0)).select(dh, Scalar(0));
+  linear1.backward(dh, x, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Embedding
+
+Embedding::Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size,
+                     Index d_model, Index max_positions)
+    : weight(reg.add(prefix + ".weight", {vocab_size, d_model})),
+      max_positions_(max_positions),
+      scale_(static_cast<Scalar>(std::sqrt(static_cast<double>(d_model)))) {
+  for (Index i = 0; i < d_model; i += 2)
+    wavelength_divisors_.push_back(std::pow(10000.0, static_cast<double>(i) / static_cast<double>(d_model)));
+}
+
+void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,
+                        Mat& out) const {
+  ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
+                     weight.name + ": ids size does not match batch × length");
+  ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + len <= max_positions_,
+                     "sequence of " + std::to_string(Index(first_position) + len) +
+                         " tokens exceeds max_positions " + std::to_string(max_positions_));
+  for (const int32_t id : ids)
+    ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
+                       weight.name + ": token id " + std::to_string(id) + " out of range");
+  const Index d = weight.value.cols();
+  out.resize(static_cast<Index>(ids.size()), d);
+  if (batch == 0) return;
+  // PE is computed per position, not stored: a [max_positions, D] table would cost memory in
+  // proportion to a config value (a hostile model file's, too). Row t of sentence 0 receives
+  // PE[first_position + t] first and is the source the other sentences add from, and it is
+  // overwritten last by the same expression, so every row is E[id]·√D + PE[pos] computed alike.
+  for (int t = 0; t < len; ++t) {
+    auto pe = out.row(t);
+    const double p = static_cast<double>(first_position + t);
+    for (Index i = 0; i < d; i += 2) {
+      const double angle = p / wavelength_divisors_[size_t(i / 2)];
+      pe(i) = static_cast<Scalar>(std::sin(angle));
+      if (i + 1 < d) pe(i + 1) = static_cast<Scalar>(std::cos(angle));
+    }
+    for (int b = 1; b < batch; ++b) {
+      const Index r = Index(b) * len + t;
+      out.row(r) = weight.value.row(ids[r]) * scale_ + pe;
+    }
+    pe = weight.value.row(ids[t]) * scale_ + pe;  // element-wise: no aliasing
+  }
+}
+
+void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const {
+  // forward: out[r] = E[id_r]·√D + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D
+  Mat& grad = weight.grad_acc();
+  for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Residual sublayer
+
+void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar dropout,
+                      const DropoutContext& dctx, const SublayerForward& f, ResidualCache& cache,
+                      Mat& y) {
+  if (pre_norm) {
+    ln.forward(x, cache.f_in, cache.ln);
+  } else {
+    cache.f_in = x;
+  }
+  f(cache.f_in, cache.f_out);
+  make_dropout_mask(x.rows(), x.cols(), dropout, dctx, cache.drop);
+  if (pre_norm) {
+    y = x;
+    if (cache.drop.size() > 0) {
+      y.array() += cache.f_out.array() * cache.drop.array();
+    } else {
+      y += cache.f_out;
+    }
+  } else {
+    cache.sum = x;
+    if (cache.drop.size() > 0) {
+      cache.sum.array() += cache.f_out.array() * cache.drop.array();
+    } else {
+      cache.sum += cache.f_out;
+    }
+    ln.forward(cache.sum, y, cache.ln);
+  }
+}
+
+void residual_backward(const Mat& dy, const LayerNorm& ln, bool pre_norm,
+                       const SublayerBackward& fb, const ResidualCache& cache, Mat& dx) {
+  Mat dsum;
+  const Mat* dres = &dy;  // gradient at x + dropout(f(·))
+  if (!pre_norm) {
+    ln.backward(dy, cache.ln, dsum);
+    dres = &dsum;
+  }
+  Mat df_out = cache.drop.size() > 0 ? Mat(dres->cwiseProduct(cache.drop)) : *dres;
+  Mat df_in;
+  fb(df_out, df_in);
+  if (pre_norm) {
+    Mat dln;
+    ln.backward(df_in, cache.ln, dln);
+    dx = *dres + dln;
+  } else {
+    dx = *dres + df_in;
+  }
+}
+
+}  // namespace anuvad

@@ -1,0 +1,71 @@
+// Label-smoothed cross-entropy, fused with its gradient (softmax − smoothed one-hot).
+#include "anuvad/nn/loss.h"
+
+#include <cmath>
+#include <atomic>
+#include <vector>
+
+#include "anuvad/core/error.h"
+
+namespace anuvad {
+
+Scalar logsumexp(const Eigen::Ref<const RowVec>& z) {
+  const Scalar m = z.maxCoeff();
+  return m + std::log((z.array() - m).exp().sum());
+}
+
+Mat log_softmax_rows(const Mat& logits) {
+  Mat out(logits.rows(), logits.cols());
+  for (Index r = 0; r < logits.rows(); ++r) out.row(r) = logits.row(r).array() - logsumexp(logits.row(r));
+  return out;
+}
+
+LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels,
+                                       double label_smoothing, Mat* dlogits, double grad_scale) {
+  const Index n = logits.rows(), v = logits.cols();
+  ANUVAD_CHECK_SHAPE(static_cast<Index>(labels.size()) == n, "loss: labels/logits size mismatch");
+  const double eps = label_smoothing;
+  std::vector<double> row_loss(n, 0.0), row_nll(n, 0.0);
+  if (dlogits) dlogits->resize(n, v);
+  std::atomic<bool> bad_label{false};
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < n; ++r) {
+    const int32_t y = labels[r];
+    if (y == kPadId || y < 0 || y >= v) {
+      if (y != kPadId) bad_label = true;
+      if (dlogits) dlogits->row(r).setZero();
+      continue;
+    }
+    const auto z = logits.row(r);
+    const double m = static_cast<double>(z.maxCoeff());
+    double sum_exp = 0, sum_z = 0;
+    for (Index k = 0; k < v; ++k) {
+      sum_exp += std::exp(static_cast<double>(z[k]) - m);
+      sum_z += static_cast<double>(z[k]);
+    }
+    const double lse = m + std::log(sum_exp);
+    const double nll = lse - static_cast<double>(z[y]);
+    const double mean_neg_logp = lse - sum_z / static_cast<double>(v);
+    row_nll[r] = nll;
+    row_loss[r] = (1 - eps) * nll + eps * mean_neg_logp;
+    if (dlogits) {
+      // d/dz_k = softmax_k − (1 − ε)·[k = y] − ε/V
+      auto d = dlogits->row(r);
+      const double inv = 1.0 / grad_scale;
+      for (Index k = 0; k < v; ++k)
+        d[k] = static_cast<Scalar>((std::exp(static_cast<double>(z[k]) - lse) - eps / v) * inv);
+      d[y] -= static_cast<Scalar>((1 - eps) * inv);
+    }
+  }
+  if (bad_label) throw ShapeError("loss: label id outside the vocabulary");
+  LossStats s;
+  for (Index r = 0; r < n; ++r) {
+    if (labels[r] == kPadId) continue;
+    s.loss_sum += row_loss[r];
+    s.nll_sum += row_nll[r];
+    ++s.n_tokens;
+  }
+  return s;
+}
+
+}  // namespace anuvad

@@ -1,0 +1,54 @@
+// Parameter registry and initialisers.
+#include "anuvad/nn/param.h"
+
+#include <cmath>
+
+#include "anuvad/core/error.h"
+
+namespace anuvad {
+
+Param& ParamRegistry::add(const std::string& name, std::vector<int64_t> shape) {
+  if (find(name) != nullptr) throw ConfigError("duplicate parameter name: " + name);
+  Index rows = shape.size() == 2 ? shape[0] : 1;
+  Index cols = shape.size() == 2 ? shape[1] : shape.at(0);
+  Param& p = params_.emplace_back();
+  p.name = name;
+  p.shape = std::move(shape);
+  p.value = Mat::Zero(rows, cols);
+  return p;
+}
+
+Param* ParamRegistry::find(const std::string& name) {
+  for (auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const Param* ParamRegistry::find(const std::string& name) const {
+  for (const auto& p : params_)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+void ParamRegistry::zero_grad() {
+  for (auto& p : params_) p.grad_acc().setZero();
+}
+
+int64_t ParamRegistry::num_elements() const {
+  int64_t n = 0;
+  for (const auto& p : params_) n += p.value.size();
+  return n;
+}
+
+void xavier_uniform(Mat& w, std::mt19937_64& rng) {
+  const double a = std::sqrt(6.0 / static_cast<double>(w.rows() + w.cols()));
+  std::uniform_real_distribution<double> dist(-a, a);
+  for (Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<Scalar>(dist(rng));
+}
+
+void normal_init(Mat& w, Scalar std, std::mt19937_64& rng) {
+  std::normal_distribution<double> dist(0.0, static_cast<double>(std));
+  for (Index i = 0; i < w.size(); ++i) w.data()[i] = static_cast<Scalar>(dist(rng));
+}
+
+}  // namespace anuvad

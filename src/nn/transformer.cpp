@@ -1,0 +1,453 @@
+// Encoder and decoder layers, the teacher-forced forward/backward pass and the incremental
+// decoder with its key/value cache.
+#include "anuvad/nn/transformer.h"
+
+#include <omp.h>
+
+#include <cmath>
+#include <exception>
+
+#include "anuvad/core/error.h"
+
+namespace anuvad {
+
+namespace {
+
+Scalar sc(double v) { return static_cast<Scalar>(v); }
+
+void apply_dropout(Mat& x, const Mat& mask) {
+  if (mask.size() > 0) x.array() *= mask.array();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// EncoderLayer
+
+EncoderLayer::EncoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg)
+    : self_attn(reg, prefix + ".self_attn", cfg.d_model, cfg.n_heads),
+      ffn(reg, prefix + ".ffn", cfg.d_model, cfg.d_ff),
+      self_attn_norm(reg, prefix + ".self_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cfg_(cfg) {}
+
+void EncoderLayer::forward(const Mat& x, int batch, int src_len,
+                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                           EncoderLayerCache& cache, Mat& y) const {
+  const AttentionMask mask{&src_lengths, /*causal=*/false, 0};
+  Mat h;
+  residual_forward(
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        self_attn.forward(in, in, batch, src_len, src_len, mask, sc(cfg_.attention_dropout),
+                          dctx, cache.self_attn, out);
+      },
+      cache.self_attn_res, h);
+  residual_forward(
+      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
+      cache.ffn_res, y);
+}
+
+void EncoderLayer::backward(const Mat& dy, int batch, int src_len,
+                            const std::vector<int>& src_lengths, const EncoderLayerCache& cache,
+                            Mat& dx) const {
+  const AttentionMask mask{&src_lengths, false, 0};
+  Mat dh;
+  residual_backward(
+      dy, ffn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) { ffn.backward(dout, cache.ffn_res.f_in, cache.ffn, din); },
+      cache.ffn_res, dh);
+  residual_backward(
+      dh, self_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        const Mat& in = cache.self_attn_res.f_in;
+        self_attn.backward(dout, in, in, batch, src_len, src_len, mask, cache.self_attn, din, din);
+      },
+      cache.self_attn_res, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// DecoderLayer
+
+DecoderLayer::DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg)
+    : self_attn(reg, prefix + ".self_attn", cfg.d_model, cfg.n_heads),
+      cross_attn(reg, prefix + ".cross_attn", cfg.d_model, cfg.n_heads),
+      ffn(reg, prefix + ".ffn", cfg.d_model, cfg.d_ff),
+      self_attn_norm(reg, prefix + ".self_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cross_attn_norm(reg, prefix + ".cross_attn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
+      cfg_(cfg) {}
+
+void DecoderLayer::forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
+                           const std::vector<int>& tgt_lengths,
+                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                           DecoderLayerCache& cache, Mat& y) const {
+  const AttentionMask self_mask{&tgt_lengths, /*causal=*/true, /*query_offset=*/0};
+  const AttentionMask cross_mask{&src_lengths, /*causal=*/false, 0};
+  Mat h1, h2;
+  residual_forward(
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        self_attn.forward(in, in, batch, tgt_len, tgt_len, self_mask, sc(cfg_.attention_dropout),
+                          dctx, cache.self_attn, out);
+      },
+      cache.self_attn_res, h1);
+  residual_forward(
+      h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) {
+        cross_attn.forward(in, memory, batch, tgt_len, src_len, cross_mask,
+                           sc(cfg_.attention_dropout), dctx, cache.cross_attn, out);
+      },
+      cache.cross_attn_res, h2);
+  residual_forward(
+      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
+      cache.ffn_res, y);
+}
+
+void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt_len,
+                            int src_len, const std::vector<int>& tgt_lengths,
+                            const std::vector<int>& src_lengths, const DecoderLayerCache& cache,
+                            Mat& dx, Mat& dmemory) const {
+  const AttentionMask self_mask{&tgt_lengths, true, 0};
+  const AttentionMask cross_mask{&src_lengths, false, 0};
+  Mat dh2, dh1;
+  residual_backward(
+      dy, ffn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) { ffn.backward(dout, cache.ffn_res.f_in, cache.ffn, din); },
+      cache.ffn_res, dh2);
+  residual_backward(
+      dh2, cross_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        Mat dmem;
+        cross_attn.backward(dout, cache.cross_attn_res.f_in, memory, batch, tgt_len, src_len,
+                            cross_mask, cache.cross_attn, din, dmem);
+        dmemory += dmem;
+      },
+      cache.cross_attn_res, dh1);
+  residual_backward(
+      dh1, self_attn_norm, cfg_.pre_norm(),
+      [&](const Mat& dout, Mat& din) {
+        const Mat& in = cache.self_attn_res.f_in;
+        self_attn.backward(dout, in, in, batch, tgt_len, tgt_len, self_mask, cache.self_attn, din,
+                           din);
+      },
+      cache.self_attn_res, dx);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Transformer
+
+Transformer::Transformer(const ModelConfig& cfg) : cfg_(cfg) {
+  cfg_.validate();
+  src_embed_ = std::make_unique<Embedding>(params_, "encoder.embed_tokens", cfg_.src_vocab_size,
+                                           cfg_.d_model, cfg_.max_positions);
+  encoder_.reserve(cfg_.encoder_layers);
+  for (int i = 0; i < cfg_.encoder_layers; ++i)
+    encoder_.emplace_back(params_, "encoder.layers." + std::to_string(i), cfg_);
+  if (cfg_.pre_norm())
+    enc_norm_ = std::make_unique<LayerNorm>(params_, "encoder.norm", cfg_.d_model,
+                                            sc(cfg_.layer_norm_eps));
+  tgt_embed_ = std::make_unique<Embedding>(params_, "decoder.embed_tokens", cfg_.tgt_vocab_size,
+                                           cfg_.d_model, cfg_.max_positions);
+  decoder_.reserve(cfg_.decoder_layers);
+  for (int i = 0; i < cfg_.decoder_layers; ++i)
+    decoder_.emplace_back(params_, "decoder.layers." + std::to_string(i), cfg_);
+  if (cfg_.pre_norm())
+    dec_norm_ = std::make_unique<LayerNorm>(params_, "decoder.norm", cfg_.d_model,
+                                            sc(cfg_.layer_norm_eps));
+  out_weight_ = cfg_.tie_output
+                    ? &tgt_embed_->weight
+                    : &params_.add("output_projection.weight", {cfg_.tgt_vocab_size, cfg_.d_model});
+  out_bias_ = &params_.add("output_projection.bias", {cfg_.tgt_vocab_size});
+}
+
+void Transformer::init_parameters(uint64_t seed) {
+  Rng rng(seed);
+  for (Param& p : params_.params()) {
+    const bool is_embedding = p.name.find("embed_tokens") != std::string::npos;
+    if (is_embedding) {
+      normal_init(p.value, sc(1.0 / std::sqrt(double(cfg_.d_model))), rng);
+    } else if (p.shape.size() == 2) {
+      xavier_uniform(p.value, rng);
+    } else if (p.name.find("norm") != std::string::npos && p.name.size() > 7 &&
+               p.name.compare(p.name.size() - 7, 7, ".weight") == 0) {
+      p.value.setOnes();
+    } else {
+      p.value.setZero();
+    }
+  }
+}
+
+void Transformer::encode(const TokenIds& src, int batch, int src_len,
+                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                         ForwardCache& cache) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(src_lengths.size()) == batch, "encode: src_lengths size");
+  cache.enc_x.resize(encoder_.size() + 1);
+  cache.enc.resize(encoder_.size());
+  src_embed_->forward(src, batch, src_len, 0, cache.enc_x[0]);
+  make_dropout_mask(cache.enc_x[0].rows(), cache.enc_x[0].cols(), sc(cfg_.dropout), dctx,
+                    cache.src_embed_drop);
+  apply_dropout(cache.enc_x[0], cache.src_embed_drop);
+  if (cache.inference) {
+    // Two activation buffers (enc_x[0] and enc_x[1]) and one layer cache, reused layer by layer.
+    Mat& x = cache.enc_x[0];
+    Mat& y = cache.enc_x.back();
+    for (size_t l = 0; l < encoder_.size(); ++l) {
+      encoder_[l].forward(x, batch, src_len, src_lengths, dctx, cache.enc_scratch, y);
+      cache.enc[l].self_attn.probs = cache.enc_scratch.self_attn.probs;
+      x.swap(y);
+    }
+    x.swap(y);  // the output in enc_x.back()
+  } else {
+    for (size_t l = 0; l < encoder_.size(); ++l)
+      encoder_[l].forward(cache.enc_x[l], batch, src_len, src_lengths, dctx, cache.enc[l],
+                          cache.enc_x[l + 1]);
+  }
+  if (enc_norm_) {
+    enc_norm_->forward(cache.enc_x.back(), cache.memory, cache.enc_norm);
+  } else {
+    cache.memory = cache.enc_x.back();
+  }
+}
+
+void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const {
+  ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->value.rows(),
+                     "output_projection: logits must be [N, V]");
+  affine_into(h, out_weight_->value, out_bias_->value, logits);
+}
+
+void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
+                         const std::vector<int>& tgt_lengths, int src_len,
+                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
+                         ForwardCache& cache, Mat& logits) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(tgt_lengths.size()) == batch, "decode: tgt_lengths size");
+  cache.dec_x.resize(decoder_.size() + 1);
+  cache.dec.resize(decoder_.size());
+  tgt_embed_->forward(tgt_in, batch, tgt_len, 0, cache.dec_x[0]);
+  make_dropout_mask(cache.dec_x[0].rows(), cache.dec_x[0].cols(), sc(cfg_.dropout), dctx,
+                    cache.tgt_embed_drop);
+  apply_dropout(cache.dec_x[0], cache.tgt_embed_drop);
+  for (size_t l = 0; l < decoder_.size(); ++l)
+    decoder_[l].forward(cache.dec_x[l], cache.memory, batch, tgt_len, src_len, tgt_lengths,
+                        src_lengths, dctx, cache.dec[l], cache.dec_x[l + 1]);
+  if (dec_norm_) {
+    dec_norm_->forward(cache.dec_x.back(), cache.dec_out, cache.dec_norm);
+  } else {
+    cache.dec_out = cache.dec_x.back();
+  }
+  logits.resize(cache.dec_out.rows(), out_weight_->value.rows());
+  output_projection(cache.dec_out, logits);
+}
+
+void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCache& cache,
+                          Mat& logits) const {
+  encode(b.src, b.batch, b.src_len, b.src_lengths, dctx, cache);
+  decode(b.tgt_in, b.batch, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, dctx, cache,
+         logits);
+}
+
+void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
+  ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
+  // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
+  Mat dh;
+  affine_backward(dlogits, cache.dec_out, out_weight_->value, out_weight_->grad_acc(),
+                  out_bias_->grad_acc(), dh, /*accumulate=*/false);
+  Mat dx;
+  if (dec_norm_) {
+    dec_norm_->backward(dh, cache.dec_norm, dx);
+  } else {
+    dx = std::move(dh);
+  }
+  Mat dmemory = Mat::Zero(cache.memory.rows(), cache.memory.cols());
+  for (size_t l = decoder_.size(); l-- > 0;) {
+    Mat dprev;
+    decoder_[l].backward(dx, cache.memory, b.batch, b.tgt_len, b.src_len, b.tgt_lengths,
+                         b.src_lengths, cache.dec[l], dprev, dmemory);
+    dx = std::move(dprev);
+  }
+  apply_dropout(dx, cache.tgt_embed_drop);
+  tgt_embed_->backward(dx, b.tgt_in);
+
+  if (enc_norm_) {
+    enc_norm_->backward(dmemory, cache.enc_norm, dx);
+  } else {
+    dx = std::move(dmemory);
+  }
+  for (size_t l = encoder_.size(); l-- > 0;) {
+    Mat dprev;
+    encoder_[l].backward(dx, b.batch, b.src_len, b.src_lengths, cache.enc[l], dprev);
+    dx = std::move(dprev);
+  }
+  apply_dropout(dx, cache.src_embed_drop);
+  src_embed_->backward(dx, b.src);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Incremental decoding with a key/value cache
+
+DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_len,
+                                         const std::vector<int>& src_lengths, int capacity,
+                                         int beam_size) const {
+  ANUVAD_CHECK_SHAPE(memory.rows() == Index(batch) * src_len && memory.cols() == cfg_.d_model,
+                     "begin_decoding: memory must be [B·S, d_model]");
+  ANUVAD_CHECK_SHAPE(capacity >= 1 && capacity <= cfg_.max_positions,
+                     "begin_decoding: capacity " + std::to_string(capacity) +
+                         " outside [1, max_positions]");
+  ANUVAD_CHECK_SHAPE(beam_size >= 1, "begin_decoding: beam_size must be at least 1");
+  DecoderState st;
+  st.batch = batch * beam_size;
+  st.capacity = capacity;
+  st.src_len = src_len;
+  for (int b = 0; b < batch; ++b)
+    for (int k = 0; k < beam_size; ++k) {
+      st.src_lengths.push_back(src_lengths[b]);
+      st.row_source.push_back(b);
+    }
+  st.layers.resize(decoder_.size());
+  st.last_self_probs.resize(decoder_.size());
+  st.last_cross_probs.resize(decoder_.size());
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    DecoderLayerState& ls = st.layers[l];
+    ls.self_k.setZero(Index(st.batch) * capacity, cfg_.d_model);
+    ls.self_v.setZero(Index(st.batch) * capacity, cfg_.d_model);
+    decoder_[l].cross_attn.k_proj.forward(memory, ls.cross_k);
+    decoder_[l].cross_attn.v_proj.forward(memory, ls.cross_v);
+  }
+  return st;
+}
+
+void DecoderState::select_rows(const std::vector<int>& parents) {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(parents.size()) == batch, "select_rows: one parent per row");
+  bool identity = true;
+  for (int r = 0; r < batch; ++r) {
+    ANUVAD_CHECK_SHAPE(parents[r] >= 0 && parents[r] < batch &&
+                           row_source[parents[r]] == row_source[r],
+                       "select_rows: parent of another sentence");
+    identity = identity && parents[r] == r;
+  }
+  if (identity || length == 0) return;
+  for (DecoderLayerState& ls : layers) {
+    for (Mat* m : {&ls.self_k, &ls.self_v}) {
+      gather_scratch.resize(m->rows(), m->cols());  // same size every time: no reallocation
+      for (int r = 0; r < batch; ++r)
+        gather_scratch.middleRows(Index(r) * capacity, length) =
+            m->middleRows(Index(parents[r]) * capacity, length);
+      m->swap(gather_scratch);
+    }
+  }
+}
+
+void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& st,
+                              Mat& logits) const {
+  ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch, "decode_step: one token per sentence");
+  ANUVAD_CHECK_SHAPE(st.length < st.capacity, "decode_step: key/value cache is full");
+  const Index vocab = tgt_embed_->vocab_size();
+  for (int32_t id : tokens)
+    ANUVAD_CHECK_SHAPE(id >= 0 && id < vocab,
+                       "decode_step: token id " + std::to_string(id) + " out of range");
+  const int H = cfg_.n_heads;
+  logits.resize(st.batch, out_weight_->value.rows());
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    st.last_self_probs[l].resize(Index(st.batch) * H, st.length + 1);
+    st.last_cross_probs[l].resize(Index(st.batch) * H, st.src_len);
+  }
+  // Rows are independent given the cache: split them into one block per thread. Each block's
+  // matrix products are then single-threaded (Eigen runs serially inside a parallel region),
+  // which beats splitting every small product across threads and synchronising in between.
+  constexpr int kMinRowsPerBlock = 8;
+  int n_blocks = 1;
+  if (!omp_in_parallel())
+    n_blocks = std::max(1, std::min(omp_get_max_threads(), st.batch / kMinRowsPerBlock));
+  if (static_cast<int>(st.workspaces.size()) < n_blocks) st.workspaces.resize(n_blocks);
+  if (n_blocks == 1) {
+    decode_rows(tokens, st, 0, st.batch, st.workspaces[0], logits);
+  } else {
+    std::exception_ptr error;
+#pragma omp parallel for schedule(static) num_threads(n_blocks)
+    for (int blk = 0; blk < n_blocks; ++blk) {
+      const int r0 = int(int64_t(st.batch) * blk / n_blocks);
+      const int r1 = int(int64_t(st.batch) * (blk + 1) / n_blocks);
+      try {
+        decode_rows(tokens, st, r0, r1 - r0, st.workspaces[blk], logits);
+      } catch (...) {
+#pragma omp critical(anuvad_decode_step_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
+  }
+  st.length += 1;
+}
+
+void Transformer::decode_rows(const std::vector<int32_t>& tokens, DecoderState& st, int r0, int n,
+                              DecoderWorkspace& ws, Mat& logits) const {
+  const int pos = st.length;  // absolute position of the fed token
+  const int H = cfg_.n_heads;
+  const Index D = cfg_.d_model;
+  const bool pre_norm = cfg_.pre_norm();
+  const Mat no_dropout;
+  ws.tokens.assign(tokens.begin() + r0, tokens.begin() + r0 + n);
+  tgt_embed_->forward(ws.tokens, n, 1, pos, ws.x);
+  ws.ctx.resize(n, D);
+  // A residual sublayer, exactly as residual_forward without dropout (§3.1, §5.4):
+  // pre-norm x ← x + f(LN(x)); post-norm x ← LN(x + f(x)). f reads its input, writes ws.f_out.
+  auto sublayer = [&](const LayerNorm& ln, const auto& f) {
+    if (pre_norm) {
+      ln.forward(ws.x, ws.h, ws.ln);
+      f(ws.h);
+      ws.x += ws.f_out;
+    } else {
+      f(ws.x);
+      ws.f_out += ws.x;
+      ln.forward(ws.f_out, ws.x, ws.ln);
+    }
+  };
+  for (size_t l = 0; l < decoder_.size(); ++l) {
+    const DecoderLayer& layer = decoder_[l];
+    DecoderLayerState& ls = st.layers[l];
+    // Masked self-attention over the cache: the query at position `pos` sees keys 0..pos.
+    // The new key/value rows go straight into the cache (row b·capacity + pos of each row b).
+    sublayer(layer.self_attn_norm, [&](const Mat& in) {
+      using Strided = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+      const Eigen::OuterStride<> stride(Index(st.capacity) * D);
+      const Index first = (Index(r0) * st.capacity + pos) * D;
+      layer.self_attn.q_proj.forward(in, ws.q);
+      layer.self_attn.k_proj.forward_into(in, Strided(ls.self_k.data() + first, n, D, stride));
+      layer.self_attn.v_proj.forward_into(in, Strided(ls.self_v.data() + first, n, D, stride));
+      AttentionShape shape{n, 1, pos + 1, H, st.capacity};
+      shape.batch_offset = r0;
+      const AttentionMask mask{nullptr, /*causal=*/true, /*query_offset=*/pos};
+      scaled_dot_product_attention_into(ws.q, ls.self_k, ls.self_v, shape, mask, no_dropout,
+                                        st.last_self_probs[l].middleRows(Index(r0) * H, Index(n) * H),
+                                        ws.ctx);
+      layer.self_attn.out_proj.forward(ws.ctx, ws.f_out);
+    });
+    // Cross-attention over the cached memory projections: key padding only.
+    sublayer(layer.cross_attn_norm, [&](const Mat& in) {
+      layer.cross_attn.q_proj.forward(in, ws.q);
+      AttentionShape shape{n, 1, st.src_len, H, st.src_len, &st.row_source};
+      shape.batch_offset = r0;
+      const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
+      scaled_dot_product_attention_into(ws.q, ls.cross_k, ls.cross_v, shape, mask, no_dropout,
+                                        st.last_cross_probs[l].middleRows(Index(r0) * H, Index(n) * H),
+                                        ws.ctx);
+      layer.cross_attn.out_proj.forward(ws.ctx, ws.f_out);
+    });
+    // Feed-forward, as FeedForward::forward without dropout.
+    sublayer(layer.ffn_norm, [&](const Mat& in) {
+      layer.ffn.linear1.forward(in, ws.hidden);
+      ws.hidden.array() = ws.hidden.array().max(Scalar(0));
+      layer.ffn.linear2.forward(ws.hidden, ws.f_out);
+    });
+  }
+  const Mat* out = &ws.x;
+  if (dec_norm_) {
+    dec_norm_->forward(ws.x, ws.h, ws.ln);
+    out = &ws.h;
+  }
+  output_projection(*out, logits.middleRows(r0, n));
+}
+
+}  // namespace anuvad

@@ -1,0 +1,101 @@
+// SentencePiece wrapper: in-memory training and (de)serialisation.
+#include "anuvad/text/tokenizer.h"
+
+#include <sentencepiece_processor.h>
+#include <sentencepiece_trainer.h>
+
+#include <unordered_map>
+
+#include "anuvad/core/error.h"
+#include "anuvad/core/tensor.h"
+
+namespace anuvad {
+
+namespace {
+
+class VectorIterator : public sentencepiece::SentenceIterator {
+ public:
+  explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
+  bool done() const override { return i_ >= v_.size(); }
+  void Next() override { ++i_; }
+  const std::string& value() const override { return v_[i_]; }
+  sentencepiece::util::Status status() const override { return {}; }
+
+ private:
+  const std::vector<std::string>& v_;
+  size_t i_ = 0;
+};
+
+}  // namespace
+
+Tokenizer::Tokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::train(const std::vector<std::string>& sentences,
+                           const TokenizerOptions& opts) {
+  if (sentences.empty()) throw TokenizerError("tokenizer: no training sentences");
+  if (opts.vocab_size < 8) throw TokenizerError("tokenizer: vocab_size must be at least 8");
+  const std::unordered_map<std::string, std::string> kwargs = {
+      {"vocab_size", std::to_string(opts.vocab_size)},
+      {"model_type", opts.model_type},
+      {"character_coverage", "1.0"},
+      {"hard_vocab_limit", "false"},
+      {"normalization_rule_name", "identity"},
+      {"remove_extra_whitespaces", "true"},
+      {"add_dummy_prefix", "true"},
+      {"pad_id", std::to_string(kPadId)},
+      {"unk_id", std::to_string(kUnkId)},
+      {"bos_id", std::to_string(kBosId)},
+      {"eos_id", std::to_string(kEosId)},
+      {"num_threads", "1"},
+      {"minloglevel", "2"},
+      {"seed_sentencepiece_size", "100000"},
+      {"input_sentence_size", "0"},
+  };
+  VectorIterator it(sentences);
+  std::string proto;
+  const auto status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &proto);
+  if (!status.ok()) throw TokenizerError("tokenizer: SentencePiece training failed: " + status.ToString());
+  return from_serialized(proto);
+}
+
+Tokenizer Tokenizer::from_serialized(const std::string& model_proto) {
+  Tokenizer t;
+  const auto status = t.sp_->LoadFromSerializedProto(model_proto);
+  if (!status.ok())
+    throw TokenizerError("tokenizer: invalid SentencePiece model: " + status.ToString());
+  if (t.sp_->pad_id() != kPadId || t.sp_->unk_id() != kUnkId || t.sp_->bos_id() != kBosId ||
+      t.sp_->eos_id() != kEosId)
+    throw TokenizerError("tokenizer: special ids differ from PAD=0 UNK=1 BOS=2 EOS=3");
+  t.serialized_ = model_proto;
+  return t;
+}
+
+std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
+  std::vector<int> ids;
+  const auto status = sp_->Encode(text, &ids);
+  if (!status.ok()) throw TokenizerError("tokenizer: " + status.ToString());
+  return {ids.begin(), ids.end()};
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::vector<int> kept;
+  kept.reserve(ids.size());
+  for (int32_t id : ids)
+    if (id != kPadId && id != kBosId && id != kEosId && id >= 0 && id < vocab_size()) kept.push_back(id);
+  std::string out;
+  const auto status = sp_->Decode(kept, &out);
+  if (!status.ok()) throw TokenizerError("tokenizer: " + status.ToString());
+  return out;
+}
+
+std::string Tokenizer::piece(int32_t id) const {
+  if (id < 0 || id >= vocab_size()) return "<invalid>";
+  return sp_->IdToPiece(id);
+}
+
+int Tokenizer::vocab_size() const { return sp_->GetPieceSize(); }
+
+}  // namespace anuvad
