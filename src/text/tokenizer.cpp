@@ -13,6 +13,9 @@ namespace anuvad {
 
 namespace {
 
+constexpr const char* kWordBoundary = "\xE2\x96\x81";  // U+2581 "▁", SentencePiece's space
+constexpr const char* kUnkSurface = "\xE2\x81\x87";    // U+2047 "⁇"
+
 class VectorIterator : public sentencepiece::SentenceIterator {
  public:
   explicit VectorIterator(const std::vector<std::string>& v) : v_(v) {}
@@ -81,13 +84,31 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
-  std::vector<int> kept;
-  kept.reserve(ids.size());
-  for (int32_t id : ids)
-    if (id != kPadId && id != kBosId && id != kEosId && id >= 0 && id < vocab_size()) kept.push_back(id);
+  // Runs of known pieces are decoded by SentencePiece; an UNK becomes "⁇" with no spaces of its
+  // own (SentencePiece's surface " ⁇ " adds one on each side, so the text would re-encode with
+  // extra "▁" pieces). A run after an UNK keeps the space its first piece starts with, which
+  // SentencePiece drops at the start of a text.
   std::string out;
-  const auto status = sp_->Decode(kept, &out);
-  if (!status.ok()) throw TokenizerError("tokenizer: " + status.ToString());
+  std::vector<int> run;
+  const auto flush = [&] {
+    if (run.empty()) return;
+    std::string text;
+    const auto status = sp_->Decode(run, &text);
+    if (!status.ok()) throw TokenizerError("tokenizer: " + status.ToString());
+    if (!out.empty() && sp_->IdToPiece(run.front()).rfind(kWordBoundary, 0) == 0) out += ' ';
+    out += text;
+    run.clear();
+  };
+  for (int32_t id : ids) {
+    if (id == kPadId || id == kBosId || id == kEosId || id < 0 || id >= vocab_size()) continue;
+    if (id == kUnkId) {
+      flush();
+      out += kUnkSurface;
+    } else {
+      run.push_back(id);
+    }
+  }
+  flush();
   return out;
 }
 
