@@ -102,3 +102,29 @@ TEST_CASE("An unseen character decodes to ⁇ in its place, with only the spaces
     CHECK(tok.encode(tok.decode(ids)) == ids);
   }
 }
+
+TEST_CASE("A vocabulary too small for the text's characters is refused in anuvad's terms, with "
+          "the exact size that works",
+          "[tokenizer]") {
+  std::vector<std::string> hindi;
+  for (const auto& p : anuvad::read_parallel_corpus({std::string(ANUVAD_SOURCE_DIR) + "/data/train.tsv"}))
+    hindi.push_back(p.tgt);
+  anuvad::TokenizerOptions opts;
+  opts.name = "target vocabulary (--tgt-vocab-size)";
+  // 63 distinct characters besides the space, + the word boundary ▁ + 4 specials = 68.
+  for (int size : {20, 67}) {
+    opts.vocab_size = size;
+    try {
+      (void)anuvad::Tokenizer::train(hindi, opts);
+      FAIL("no error for vocab_size " << size);
+    } catch (const anuvad::TokenizerError& e) {
+      const std::string msg = e.what();
+      CHECK(msg == "target vocabulary (--tgt-vocab-size) of " + std::to_string(size) +
+                       " pieces is too small for the 63 distinct characters of its text: use at "
+                       "least 68");
+      CHECK(msg.find("character_coverage") == std::string::npos);
+    }
+  }
+  opts.vocab_size = 68;  // the size the message names is enough for SentencePiece
+  CHECK(anuvad::Tokenizer::train(hindi, opts).vocab_size() == 68);
+}

@@ -5,6 +5,9 @@
 #include <sentencepiece_trainer.h>
 
 #include <unordered_map>
+#include <unordered_set>
+
+#include <utf8.h>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/tensor.h"
@@ -29,6 +32,23 @@ class VectorIterator : public sentencepiece::SentenceIterator {
   size_t i_ = 0;
 };
 
+/// SentencePiece keeps one piece per distinct character (character_coverage 1.0) plus the four
+/// specials, and fails with its own flag names when the size is smaller: say it in anuvad's.
+void check_covers_characters(const std::vector<std::string>& sentences,
+                             const TokenizerOptions& opts) {
+  std::unordered_set<char32_t> chars{U'\u2581'};  // the word boundary "▁" is always a piece
+  for (const std::string& s : sentences)
+    for (auto it = s.begin(); it != s.end();) {
+      const char32_t cp = utf8::next(it, s.end());
+      if (cp != U' ') chars.insert(cp);
+    }
+  const size_t needed = chars.size() + 4;
+  if (size_t(opts.vocab_size) < needed)
+    throw TokenizerError(opts.name + " of " + std::to_string(opts.vocab_size) +
+                         " pieces is too small for the " + std::to_string(chars.size() - 1) +
+                         " distinct characters of its text: use at least " + std::to_string(needed));
+}
+
 }  // namespace
 
 Tokenizer::Tokenizer() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
@@ -38,8 +58,9 @@ Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::train(const std::vector<std::string>& sentences,
                            const TokenizerOptions& opts) {
-  if (sentences.empty()) throw TokenizerError("tokenizer: no training sentences");
-  if (opts.vocab_size < 8) throw TokenizerError("tokenizer: vocab_size must be at least 8");
+  if (sentences.empty()) throw TokenizerError(opts.name + ": no training sentences");
+  if (opts.vocab_size < 8) throw TokenizerError(opts.name + ": vocab_size must be at least 8");
+  check_covers_characters(sentences, opts);
   const std::unordered_map<std::string, std::string> kwargs = {
       {"vocab_size", std::to_string(opts.vocab_size)},
       {"model_type", opts.model_type},
@@ -60,7 +81,7 @@ Tokenizer Tokenizer::train(const std::vector<std::string>& sentences,
   VectorIterator it(sentences);
   std::string proto;
   const auto status = sentencepiece::SentencePieceTrainer::Train(kwargs, &it, &proto);
-  if (!status.ok()) throw TokenizerError("tokenizer: SentencePiece training failed: " + status.ToString());
+  if (!status.ok()) throw TokenizerError(opts.name + ": SentencePiece training failed: " + status.ToString());
   return from_serialized(proto);
 }
 

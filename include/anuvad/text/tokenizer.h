@@ -21,12 +21,16 @@ namespace anuvad {
 struct TokenizerOptions {
   int vocab_size = 1000;             ///< upper bound (SentencePiece may stop earlier: hard_vocab_limit=false)
   std::string model_type = "unigram";  ///< "unigram" or "bpe"
+  /// What the vocabulary is, for error messages, e.g. "target vocabulary (--tgt-vocab-size)".
+  std::string name = "vocabulary";
 };
 
 /// A loaded SentencePiece model.
 class Tokenizer {
  public:
-  /// Trains a model on `sentences` (in memory) and returns it. Throws TokenizerError.
+  /// Trains a model on `sentences` (in memory) and returns it. Throws TokenizerError, e.g.
+  /// "target vocabulary (--tgt-vocab-size) of 20 pieces is too small for the 64 distinct
+  /// characters of its text: use at least 68" (every character needs a piece, plus 4 specials).
   static Tokenizer train(const std::vector<std::string>& sentences, const TokenizerOptions& opts);
   /// Loads a serialized SentencePiece model proto. Throws TokenizerError when invalid.
   static Tokenizer from_serialized(const std::string& model_proto);
