@@ -16,6 +16,7 @@ namespace {
 
 constexpr const char* kFormat = "anuvad";
 constexpr const char* kFormatVersion = "1";
+constexpr const char* kNormalizationKey = "text_normalization";
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string out = "[";
@@ -39,6 +40,7 @@ SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& 
   f.metadata["format"] = kFormat;
   f.metadata["format_version"] = kFormatVersion;
   f.metadata["config"] = model.config().to_json().dump();
+  f.metadata.emplace(kNormalizationKey, normalization_name(TextNormalization::kNfcSpaces));
   for (const Param& p : model.params().params()) {
     // Written as float32 whatever the build's Scalar is, so every file looks the same.
     RawTensor t;
@@ -116,6 +118,13 @@ TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& pa
                          " parameters but the file stores only " + std::to_string(stored));
   TranslationModel m;
   m.metadata = f.metadata;
+  const auto norm = f.metadata.find(kNormalizationKey);
+  try {
+    m.normalization = norm == f.metadata.end() ? TextNormalization::kIdentity
+                                               : normalization_from_name(norm->second);
+  } catch (const ConfigError& e) {
+    throw ModelFileError(path + ": metadata \"" + kNormalizationKey + "\": " + e.what());
+  }
   m.transformer = std::make_unique<Transformer>(cfg);
   size_t used = 0;
   for (Param& p : m.transformer->params().params()) {

@@ -27,12 +27,13 @@ bool is_blank(const std::string& text) {
   return text.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
 }
 
-std::string split_tsv_pair(const std::string& line, SentencePair& pair) {
+std::string split_tsv_pair(const std::string& line, SentencePair& pair,
+                           TextNormalization normalization) {
   const auto tab = line.find('\t');
   if (tab == std::string::npos) return "no tab (expected english<TAB>hindi)";
   if (line.find('\t', tab + 1) != std::string::npos) return "more than one tab (expected english<TAB>hindi)";
-  pair.src = line.substr(0, tab);
-  pair.tgt = line.substr(tab + 1);
+  pair.src = normalize_text(std::string_view(line).substr(0, tab), normalization);
+  pair.tgt = normalize_text(std::string_view(line).substr(tab + 1), normalization);
   if (is_blank(pair.src)) return "empty source side";
   if (is_blank(pair.tgt)) return "empty target side";
   return {};
@@ -62,7 +63,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 }  // namespace
 
-std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& paths_in) {
+std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& paths_in,
+                                               TextNormalization normalization) {
   std::vector<std::string> paths = paths_in;
   if (paths.size() == 1 && ends_with(paths[0], ".en"))
     paths.push_back(paths[0].substr(0, paths[0].size() - 3) + ".hi");
@@ -72,7 +74,7 @@ std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& p
     for (size_t i = 0; i < lines.size(); ++i) {
       const std::string where = paths[0] + ":" + std::to_string(i + 1);
       SentencePair p;
-      const std::string why = split_tsv_pair(lines[i], p);
+      const std::string why = split_tsv_pair(lines[i], p, normalization);
       if (!why.empty()) throw DataError(where + ": " + why);
       p.origin = where;
       pairs.push_back(std::move(p));
@@ -85,9 +87,11 @@ std::vector<SentencePair> read_parallel_corpus(const std::vector<std::string>& p
                       std::to_string(src.size()) + " vs " + std::to_string(tgt.size()) + ")");
     for (size_t i = 0; i < src.size(); ++i) {
       const std::string n = std::to_string(i + 1);
-      if (is_blank(src[i])) throw DataError(paths[0] + ":" + n + ": empty line");
-      if (is_blank(tgt[i])) throw DataError(paths[1] + ":" + n + ": empty line");
-      pairs.push_back({src[i], tgt[i], paths[0] + ":" + n});
+      std::string s = normalize_text(src[i], normalization);
+      std::string t = normalize_text(tgt[i], normalization);
+      if (is_blank(s)) throw DataError(paths[0] + ":" + n + ": empty line");
+      if (is_blank(t)) throw DataError(paths[1] + ":" + n + ": empty line");
+      pairs.push_back({std::move(s), std::move(t), paths[0] + ":" + n});
     }
   } else {
     throw DataError("a corpus is one TSV file or two line-aligned files, got " +

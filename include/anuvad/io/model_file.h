@@ -1,6 +1,7 @@
 // The model file: one self-describing safetensors file holding everything needed to translate.
 //   __metadata__: "format" = "anuvad", "format_version" = "1", "config" = ModelConfig JSON,
-//                 plus free-form training information (step, dev perplexity, ...).
+//                 "text_normalization" = the rule its text was normalized with (normalize.h;
+//                 absent in files written before it existed = "identity"), plus free-form training information (step, dev perplexity, ...).
 //   tensors:      every Transformer parameter under its PyTorch-style name (F32, little endian,
 //                 Linear weights [out, in]), and the two SentencePiece models as U8 byte
 //                 tensors "tokenizer.src" and "tokenizer.tgt" (serialized ModelProto).
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "anuvad/io/safetensors.h"
+#include "anuvad/text/normalize.h"
 #include "anuvad/text/tokenizer.h"
 #include "anuvad/nn/transformer.h"
 
@@ -24,6 +26,11 @@ struct TranslationModel {
   std::unique_ptr<Tokenizer> src_tokenizer;
   std::unique_ptr<Tokenizer> tgt_tokenizer;
   std::map<std::string, std::string> metadata;
+  /// The normalization every text given to this model goes through (its training text's).
+  TextNormalization normalization = TextNormalization::kNfcSpaces;
+
+  /// `text` normalized as this model's training text was (normalize_text).
+  std::string normalize(const std::string& text) const { return normalize_text(text, normalization); }
 
   /// A source sentence (valid UTF-8, checked by the caller) as subword ids for decode_batch,
   /// truncated to max_positions − 1 subwords with a warning naming `where` (e.g. "<stdin>:3",
@@ -31,7 +38,9 @@ struct TranslationModel {
   std::vector<int32_t> encode_source(const std::string& text, const std::string& where) const;
 };
 
-/// Writes the model atomically (temporary file, fsync, rename). Throws IoError.
+/// Writes the model atomically (temporary file, fsync, rename). The metadata records
+/// "text_normalization" = "nfc-spaces" unless `extra_metadata` names another rule (an average of
+/// older models keeps theirs). Throws IoError.
 void save_model(const std::string& path, const Transformer& model, const Tokenizer& src_tokenizer,
                 const Tokenizer& tgt_tokenizer,
                 const std::map<std::string, std::string>& extra_metadata = {});
