@@ -6,6 +6,8 @@
 #                     script errors, T×S heatmap cells, layers × heads panels, a scripted
 #                     click-through; screenshots in ${CMAKE_BINARY_DIR}/attention_page/.
 #                     SKIPPED (exit 77) when /usr/bin/chromium is absent (Debian: chromium).
+#   attention.js_syntax  `node --check` on the page's script (src/inspect/page/attention.js), so a
+#                     syntax error fails without a browser; SKIPPED (exit 77) without node (Debian: nodejs).
 anuvad_add_test(attention_test anuvad_core attention_test.cpp)
 find_package(valijson QUIET)
 if(valijson_FOUND)
@@ -28,6 +30,14 @@ set_tests_properties(attention.page PROPERTIES
   SKIP_RETURN_CODE 77
   LABELS "attention;browser"
   TIMEOUT 300)
+
+find_program(ANUVAD_NODE node)
+if(ANUVAD_NODE)
+  add_test(NAME attention.js_syntax COMMAND ${ANUVAD_NODE} --check ${PROJECT_SOURCE_DIR}/src/inspect/page/attention.js)
+else()
+  add_test(NAME attention.js_syntax COMMAND sh -c "echo 'node not found (Debian: nodejs)'; exit 77")
+endif()
+set_tests_properties(attention.js_syntax PROPERTIES SKIP_RETURN_CODE 77 LABELS attention TIMEOUT 30)
 
 # `anuvad attention`: errors are one line naming the file, exit status 1. The wrapper prints "anuvad exit status N end" after the merged output.
 set(ANUVAD_ATTENTION_RUN [=["$0" "$@" 2>&1; echo "anuvad exit status $? end"]=])

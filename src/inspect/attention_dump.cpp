@@ -244,8 +244,9 @@ void write_atomically(const std::string& path, const std::string& content) {
   }
 }
 
-// The page: kPageHead, the JSON document, kPageTail.
-#include "attention_page.inc"
+// The page: kPageHead, the JSON document, kPageTail, generated at build time from
+// src/inspect/page/attention.{html,css,js} by src/inspect/page/embed_page.cmake.
+#include "attention_page_embedded.h"
 
 }  // namespace
 

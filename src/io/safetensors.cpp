@@ -14,6 +14,43 @@
 #include "anuvad/core/error.h"
 
 namespace anuvad {
+namespace {
+
+/// A tensor's byte range [begin, end) in the data section.
+struct TensorRange {
+  uint64_t begin, end;
+  std::string name;
+};
+
+/// Sorts `ranges` by offset and checks that they cover the data section of `data_size` bytes
+/// exactly, as the safetensors format requires: no two overlap, and no byte lies before the
+/// first, between two or after the last (zero-size tensors anywhere are fine). Throws
+/// ModelFileError naming `path`, the tensors and the offsets at fault.
+void check_data_layout(const std::string& path, std::vector<TensorRange>& ranges, uint64_t data_size) {
+  std::sort(ranges.begin(), ranges.end(), [](const TensorRange& a, const TensorRange& b) {
+    // Ties broken by end: an empty tensor at the start of another is not an overlap.
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  auto uncovered = [&](uint64_t begin, uint64_t end, const std::string& where) {
+    return ModelFileError(path + ": bytes [" + std::to_string(begin) + ", " + std::to_string(end) +
+                          ") of the data section belong to no tensor (" + where + ")");
+  };
+  uint64_t covered = 0;  // bytes [0, covered) belong to the tensors checked so far
+  for (size_t i = 0; i < ranges.size(); ++i) {
+    const TensorRange& r = ranges[i];
+    if (i > 0 && r.begin < ranges[i - 1].end)
+      throw ModelFileError(path + ": tensors " + ranges[i - 1].name + " and " + r.name + " overlap");
+    if (r.begin > covered)
+      throw uncovered(covered, r.begin, i == 0 ? "before the first tensor, " + r.name
+                                               : "between tensors " + ranges[i - 1].name + " and " + r.name);
+    covered = r.end;
+  }
+  if (covered < data_size)
+    throw uncovered(covered, data_size, ranges.empty() ? std::string("the file has no tensors")
+                                                       : "after the last tensor, " + ranges.back().name);
+}
+
+}  // namespace
 
 int dtype_size(const std::string& dtype) {
   static const std::map<std::string, int> sizes = {
@@ -132,11 +169,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   const uint64_t data_size = file_size - 8 - header_size;
 
   SafetensorsFile out;
-  struct Range {
-    uint64_t begin, end;
-    std::string name;
-  };
-  std::vector<Range> ranges;
+  std::vector<TensorRange> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
     const std::string& name = it.key();
     const auto& v = it.value();
@@ -182,17 +215,9 @@ SafetensorsFile read_safetensors(const std::string& path) {
     ranges.push_back({begin, end, name});
     out.tensors.emplace(name, std::move(t));
   }
-  std::sort(ranges.begin(), ranges.end(),
-            [](const Range& a, const Range& b) {
-              // Ties broken by end: an empty tensor at the start of another is not an overlap.
-              return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
-            });
-  for (size_t i = 1; i < ranges.size(); ++i)
-    if (ranges[i].begin < ranges[i - 1].end)
-      throw ModelFileError(path + ": tensors " + ranges[i - 1].name + " and " + ranges[i].name +
-                           " overlap");
+  check_data_layout(path, ranges, data_size);
   const uint64_t data_start = 8 + header_size;
-  for (const Range& r : ranges) {
+  for (const TensorRange& r : ranges) {
     RawTensor& t = out.tensors[r.name];
     t.bytes.resize(r.end - r.begin);
     in.seekg(static_cast<std::streamoff>(data_start + r.begin));

@@ -71,7 +71,7 @@ expect empty_sentence "s=$((n_sentences - 1))&view=heatmap" 'data-cells="0"'
 
 # The scripted click-through, for each kind (encoder self, decoder self, cross): model view with
 # layers × heads panels → click one → its heatmap with queries × keys cells; cell tooltip; rows
-# of the average over heads sum to 1; head view hover (selftest() in src/inspect/attention_page.inc).
+# of the average over heads sum to 1; head view hover (selftest() in src/inspect/page/attention.js).
 expect selftest "selftest=1" 'data-selftest="passed"'
 
 for shot in "cross_heatmap:s=0&kind=cross&layer=0&head=avg&view=heatmap" \

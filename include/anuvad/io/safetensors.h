@@ -29,15 +29,17 @@ int dtype_size(const std::string& dtype);
 
 /// Writes `file` to `path` atomically: to `path.tmp.<pid>`, flushed and fsynced, then renamed
 /// over `path` and the directory fsynced, so a crash never leaves a half-written file (a killed
-/// write may leave its `.tmp.<pid>` file, never read). Tensors are written in name order.
+/// write may leave its `.tmp.<pid>` file, never read). Tensors are written in name order, back
+/// to back from data offset 0, so they cover the data section exactly (as the reader requires).
 /// Throws IoError (the temporary file removed, `path` untouched) when a write or fsync fails.
 void write_safetensors(const std::string& path, const SafetensorsFile& file);
 
 /// Reads and validates a safetensors file: header size within the file and ≤ 32 MiB, at most
 /// one JSON value per 8 header bytes (so parsing memory stays proportional to a real header), strict
 /// JSON, known dtypes, element counts matching byte ranges without overflow, ranges inside
-/// the data section, not overlapping, and no duplicate names. Throws ModelFileError naming
-/// `path` and the field at fault, or IoError when the file cannot be read.
+/// the data section and covering it exactly (no overlap, no byte before, between or after the
+/// tensors), and no duplicate names. Throws ModelFileError naming `path` and the field or offsets
+/// at fault, or IoError when the file cannot be read.
 SafetensorsFile read_safetensors(const std::string& path);
 
 }  // namespace anuvad
