@@ -12,6 +12,7 @@
 #include <set>
 
 #include "anuvad/core/error.h"
+#include "anuvad/io/json.h"
 
 namespace anuvad {
 namespace {
@@ -139,9 +140,7 @@ SafetensorsFile read_safetensors(const std::string& path) {
   // names at the top, "dtype"/"shape"/... in an entry, metadata keys).
   // Values are counted too: a real header spends over 8 bytes of text per JSON value (names,
   // dtypes, offsets), while "[0,0,0,...]" spends 2 and would cost ~30 bytes of memory per byte.
-  std::vector<std::set<std::string>> open_objects;
-  std::string duplicate;
-  bool duplicate_is_tensor = false;
+  DuplicateKeyFinder duplicates;
   uint64_t values = 0;
   const uint64_t max_values = header_size / 8 + 64;
   try {
@@ -151,21 +150,17 @@ SafetensorsFile read_safetensors(const std::string& path) {
           ++values > max_values)
         throw ModelFileError(path + ": header has more JSON values than a safetensors header holds (over " +
                              std::to_string(max_values) + " in " + std::to_string(header_size) + " bytes)");
-      if (event == Event::object_start) open_objects.emplace_back();
-      else if (event == Event::object_end && !open_objects.empty()) open_objects.pop_back();
-      else if (event == Event::key && !open_objects.empty() && duplicate.empty() &&
-               !open_objects.back().insert(parsed.get<std::string>()).second) {
-        duplicate = parsed.get<std::string>();
-        duplicate_is_tensor = depth == 1 && duplicate != "__metadata__";
-      }
+      duplicates.on_event(depth, event, parsed);
       return true;
     });
   } catch (const nlohmann::json::exception& e) {
     throw ModelFileError(path + ": header is not valid JSON (" + std::string(e.what()) + ")");
   }
   if (!header.is_object()) throw ModelFileError(path + ": header is not a JSON object");
-  if (!duplicate.empty())
-    throw ModelFileError(path + (duplicate_is_tensor ? ": duplicate tensor name " : ": duplicate key ") + duplicate);
+  if (const std::string& key = duplicates.duplicate(); !key.empty()) {
+    const bool tensor_name = duplicates.duplicate_depth() == 1 && key != "__metadata__";
+    throw ModelFileError(path + (tensor_name ? ": duplicate tensor name " : ": duplicate key ") + key);
+  }
   const uint64_t data_size = file_size - 8 - header_size;
 
   SafetensorsFile out;
