@@ -5,18 +5,16 @@
 // writes. The page itself is exercised in Chromium by tests/browser/attention_page_test.sh.
 #include <catch2/catch.hpp>
 
-#include <unistd.h>
 #include <utf8.h>
 
 #include <cmath>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 
 #include "anuvad/inspect/attention_dump.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/core/error.h"
 #include "support/attention_fixture.h"
+#include "support/test_support.h"
 
 #ifdef ANUVAD_HAVE_VALIJSON
 #include <valijson/adapters/nlohmann_json_adapter.hpp>
@@ -27,42 +25,13 @@
 #endif
 
 using namespace anuvad;
+using anuvad::test::read_file;
+using anuvad::test::TempDir;
+using anuvad::test::write_file;
 using nlohmann::json;
 namespace fs = std::filesystem;
 
 namespace {
-
-/// A fresh empty directory under the system temporary directory, removed at scope exit.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() / ("anuvad_attention_test." + std::to_string(::getpid()) + "." +
-                                        std::to_string(counter()++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  static int& counter() {
-    static int n = 0;
-    return n;
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
-
-std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
-void spit(const std::string& path, const std::string& text) {
-  std::ofstream out(path, std::ios::binary);
-  out << text;
-}
 
 /// Checks one kind of matrices: [layers][H][nq][nk], rows summing to 1, and equal (to the
 /// 6-digit rounding) to the record's [H·nq, nk] matrices; `causal`: exactly 0 above the diagonal.
@@ -159,7 +128,7 @@ WeirdInput weird_input(const Transformer& model) {
 #ifdef ANUVAD_HAVE_VALIJSON
 /// Validates `doc` against docs/attention-schema.json; returns the errors (empty = valid).
 std::string schema_errors(const json& doc) {
-  static const json schema_doc = json::parse(slurp(ANUVAD_SOURCE_DIR "/docs/attention-schema.json"));
+  static const json schema_doc = json::parse(read_file(ANUVAD_SOURCE_DIR "/docs/attention-schema.json"));
   valijson::Schema schema;
   valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
   valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
@@ -404,39 +373,39 @@ TEST_CASE("read_attention_json: errors name the file and the place", "[attention
   CHECK_THROWS_WITH(read_attention_json(missing), Catch::StartsWith(missing + ": cannot open"));
 
   const std::string broken = dir.file("broken.json");
-  spit(broken, "{\"schema\": \"anuvad-attention\",\n  oops }");
+  write_file(broken, "{\"schema\": \"anuvad-attention\",\n  oops }");
   CHECK_THROWS_AS(read_attention_json(broken), DataError);
   CHECK_THROWS_WITH(read_attention_json(broken),
                     Catch::StartsWith(broken + ": invalid JSON: parse error at line 2"));
 
   const std::string other = dir.file("other.json");
-  spit(other, "{\"schema\": \"something\", \"version\": 1}");
+  write_file(other, "{\"schema\": \"something\", \"version\": 1}");
   CHECK_THROWS_WITH(read_attention_json(other),
                     Catch::StartsWith(other + ": not an anuvad attention dump"));
-  spit(other, "[1, 2]");
+  write_file(other, "[1, 2]");
   CHECK_THROWS_WITH(read_attention_json(other),
                     Catch::StartsWith(other + ": not an anuvad attention dump"));
 
   const std::string newer = dir.file("newer.json");
   json v2 = dump;
   v2["version"] = 2;
-  spit(newer, v2.dump());
+  write_file(newer, v2.dump());
   CHECK_THROWS_WITH(read_attention_json(newer),
                     Catch::Contains("unsupported anuvad-attention version 2"));
 
   const std::string shape = dir.file("shape.json");
   json bad = dump;
   bad["sentences"][0]["cross_attention"][0][1][0].erase(0);
-  spit(shape, bad.dump());
+  write_file(shape, bad.dump());
   CHECK_THROWS_WITH(read_attention_json(shape),
                     Catch::StartsWith(shape + ": /sentences/0/cross_attention/0/1/0: expected an array of 3 weights"));
   bad = dump;
   bad["sentences"][0]["decoder_inputs"].push_back("x");
-  spit(shape, bad.dump());
+  write_file(shape, bad.dump());
   CHECK_THROWS_WITH(read_attention_json(shape), Catch::Contains("/sentences/0/decoder_inputs"));
   bad = dump;
   bad["model"].erase("n_heads");
-  spit(shape, bad.dump());
+  write_file(shape, bad.dump());
   CHECK_THROWS_WITH(read_attention_json(shape), Catch::Contains("/model: missing \"n_heads\""));
 
   // Every message is one line.
@@ -459,15 +428,12 @@ TEST_CASE("write_attention_json / write_attention_html: atomic, IoError on failu
   const json dump = make_attention_dump(cfg, DecodeOptions{}, in.sentences);
 
   const std::string jpath = dir.file("a.json"), hpath = dir.file("a.html");
-  spit(jpath, "old contents");
+  write_file(jpath, "old contents");
   write_attention_json(jpath, dump);
   write_attention_html(hpath, dump);
   CHECK(read_attention_json(jpath) == dump);
-  CHECK(slurp(hpath) == render_attention_html(dump));
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir.path)) names.push_back(e.path().filename().string());
-  std::sort(names.begin(), names.end());
-  CHECK(names == std::vector<std::string>{"a.html", "a.json"});  // no temporary files left
+  CHECK(read_file(hpath) == render_attention_html(dump));
+  CHECK(dir.entries() == std::vector<std::string>{"a.html", "a.json"});  // no temporary files left
   CHECK((fs::status(hpath).permissions() & fs::perms::others_read) != fs::perms::none);
 
   const std::string nowhere = dir.file("no/such/dir/a.json");

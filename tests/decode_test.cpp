@@ -10,23 +10,13 @@
 
 #include "anuvad/decode/decode.h"
 #include "anuvad/nn/loss.h"
+#include "support/test_support.h"
 
 using namespace anuvad;
 
 namespace {
 
-ModelConfig config(int tgt_vocab = 30) {
-  ModelConfig cfg;
-  cfg.src_vocab_size = 30;
-  cfg.tgt_vocab_size = tgt_vocab;
-  cfg.d_model = 32;
-  cfg.n_heads = 4;
-  cfg.d_ff = 48;
-  cfg.encoder_layers = 2;
-  cfg.decoder_layers = 2;
-  cfg.max_positions = 64;
-  return cfg;
-}
+ModelConfig config(int tgt_vocab = 30) { return test::tiny_config({30, tgt_vocab, 32, 4, 48, 2, 2, 64}); }
 
 /// Greedy decoding written directly on decode_step, one sentence at a time.
 std::vector<int32_t> reference_greedy(const Transformer& m, const std::vector<int32_t>& src, int limit) {

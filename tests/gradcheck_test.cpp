@@ -7,6 +7,7 @@
 #include "anuvad/nn/loss.h"
 #include "anuvad/nn/transformer.h"
 #include "support/gradcheck.h"
+#include "support/test_support.h"
 
 using namespace anuvad;
 using anuvad::test::max_grad_error;
@@ -227,21 +228,7 @@ TEST_CASE("Residual sublayer backward matches finite differences (pre- and post-
 namespace {
 
 ModelConfig tiny_config(const std::string& norm, bool tie, double dropout) {
-  ModelConfig cfg;
-  cfg.src_vocab_size = 11;
-  cfg.tgt_vocab_size = 13;
-  cfg.d_model = 8;
-  cfg.n_heads = 2;
-  cfg.d_ff = 12;
-  cfg.encoder_layers = 2;
-  cfg.decoder_layers = 2;
-  cfg.dropout = dropout;
-  cfg.attention_dropout = dropout;
-  cfg.ffn_dropout = dropout;
-  cfg.norm = norm;
-  cfg.tie_output = tie;
-  cfg.max_positions = 16;
-  return cfg;
+  return test::tiny_config({11, 13, 8, 2, 12, 2, 2, 16}, norm, tie, dropout);
 }
 
 Batch tiny_batch() {

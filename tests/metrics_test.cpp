@@ -25,6 +25,7 @@
 #include "anuvad/text/tokenizer.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/nn/transformer.h"
+#include "support/test_support.h"
 
 using namespace anuvad;
 using Strings = std::vector<std::string>;
@@ -436,15 +437,8 @@ TinySetup tiny_setup() {
   }
   s.src = std::make_unique<Tokenizer>(Tokenizer::train(src, {60, "unigram"}));
   s.tgt = std::make_unique<Tokenizer>(Tokenizer::train(tgt, {80, "unigram"}));
-  s.cfg.src_vocab_size = s.src->vocab_size();
-  s.cfg.tgt_vocab_size = s.tgt->vocab_size();
-  s.cfg.d_model = 16;
-  s.cfg.n_heads = 2;
-  s.cfg.d_ff = 32;
-  s.cfg.encoder_layers = 1;
-  s.cfg.decoder_layers = 1;
+  s.cfg = test::tiny_config({s.src->vocab_size(), s.tgt->vocab_size(), 16, 2, 32, 1, 1, 64});
   s.cfg.dropout = 0.1;  // so that any extra use of the training RNG would show
-  s.cfg.max_positions = 64;
   std::vector<size_t> kept;
   s.examples = make_examples(text, *s.src, *s.tgt, 63, nullptr, &kept);
   s.text.tgt_tokenizer = s.tgt.get();

@@ -19,6 +19,7 @@
 #include "anuvad/train/trainer.h"
 #include "anuvad/nn/transformer.h"
 #include "support/gradcheck.h"
+#include "support/test_support.h"
 
 using namespace anuvad;
 using anuvad::test::random_mat;
@@ -34,18 +35,7 @@ double rel_diff(const Mat& a, const Mat& b) {
 }
 
 ModelConfig small_config(const std::string& norm = "pre", bool tie = true) {
-  ModelConfig cfg;
-  cfg.src_vocab_size = 40;
-  cfg.tgt_vocab_size = 50;
-  cfg.d_model = 32;
-  cfg.n_heads = 4;
-  cfg.d_ff = 64;
-  cfg.encoder_layers = 2;
-  cfg.decoder_layers = 2;
-  cfg.norm = norm;
-  cfg.tie_output = tie;
-  cfg.max_positions = 64;
-  return cfg;
+  return test::tiny_config({40, 50, 32, 4, 64, 2, 2, 64}, norm, tie);
 }
 
 /// Reference attention written as plain loops with a −∞ additive mask over absolute positions.

@@ -11,22 +11,15 @@
 #include "anuvad/inspect/attention_dump.h"
 #include "anuvad/nn/batch.h"
 #include "anuvad/nn/transformer.h"
+#include "support/tiny_config.h"
 
 namespace anuvad::test {
 
+/// Vocabularies 40/50, d_ff = 2·d_model, 256 positions, pre-norm, tied, no dropout.
 inline ModelConfig attention_test_config(int encoder_layers = 2, int decoder_layers = 3,
                                          int n_heads = 4, int d_model = 32) {
-  ModelConfig cfg;
-  cfg.src_vocab_size = 40;
-  cfg.tgt_vocab_size = 50;
-  cfg.d_model = d_model;
-  cfg.n_heads = n_heads;
-  cfg.d_ff = 2 * d_model;
-  cfg.encoder_layers = encoder_layers;
-  cfg.decoder_layers = decoder_layers;
-  cfg.max_positions = 256;
-  cfg.dropout = 0;
-  return cfg;
+  return tiny_config({40, 50, d_model, n_heads, 2 * d_model, encoder_layers, decoder_layers, 256},
+                     "pre", true, 0.0);
 }
 
 /// Teacher-forced pass over one pair: the attention record (S = |src| + 1, T = |tgt| + 1) and,

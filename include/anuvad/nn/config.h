@@ -9,7 +9,9 @@
 namespace anuvad {
 
 /// Transformer hyperparameters (Vaswani et al. 2017, Table 3 names). JSON keys equal the
-/// field names; unknown keys are rejected.
+/// field names; unknown keys are rejected. A new field needs, besides its member here, one row
+/// (key, member, range rules) in the field table of src/nn/config.cpp, which to_json,
+/// from_json and validate iterate; and parameter_count if it changes the parameters.
 struct ModelConfig {
   int src_vocab_size = 1000;   ///< source SentencePiece vocabulary size (set at training time)
   int tgt_vocab_size = 1000;   ///< target SentencePiece vocabulary size (set at training time)
