@@ -22,16 +22,15 @@ int& exit_code() {
 
 namespace {
 
-/// Flags besides TrainOptions' own fields: the preset, the model hyperparameters (Marian names)
-/// and the options whose presence matters.
+/// The command line as parsed: TrainArgs plus the options whose presence matters.
 struct TrainFlags {
-  std::string preset = "tiny";
+  TrainArgs args;
   bool dump_config = false;
   bool require_checkpoint = false;  ///< --resume: a checkpoint must exist
   std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
   CLI::Option* smoothing_opt = nullptr;
-  /// An explicit flag's effect, replayed after the preset: (option, copy the parsed value).
-  std::vector<std::pair<CLI::Option*, std::function<void(TrainOptions& dst, const TrainOptions& parsed)>>> keep;
+  /// Flags of the options the preset sets: (option, train_option_fields key).
+  std::vector<std::pair<CLI::Option*, std::string>> preset_governed;
   /// Model hyperparameter flags: (option, JSON key, value).
   std::vector<std::tuple<CLI::Option*, std::string, std::function<nlohmann::json()>>> model;
 };
@@ -39,8 +38,8 @@ struct TrainFlags {
 }  // namespace
 
 void setup_train(CLI::App& app) {
-  auto opts = std::make_shared<TrainOptions>();
   auto flags = std::make_shared<TrainFlags>();
+  TrainOptions* opts = &flags->args.options;
   CLI::App* sub = app.add_subcommand(
       "train", "Train SentencePiece vocabularies and a transformer on a parallel corpus "
                "(defaults: data/train.tsv, validated on data/dev.tsv, saved to "
@@ -64,18 +63,18 @@ void setup_train(CLI::App& app) {
   sub->add_option("--mini-batch-words,--batch-tokens", opts->batch_tokens,
                   "Padded token positions per batch")
       ->capture_default_str()->check(CLI::Range(16, 1000000));
-  flags->keep.emplace_back(
+  flags->preset_governed.emplace_back(
       sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate (default: the preset's)")
           ->capture_default_str()->check(CLI::PositiveNumber),
-      [](TrainOptions& d, const TrainOptions& p) { d.learning_rate = p.learning_rate; });
-  flags->keep.emplace_back(
+      "learning_rate");
+  flags->preset_governed.emplace_back(
       sub->add_option("--warmup-steps", opts->warmup_steps, "Linear warm-up updates (default: the preset's)")
           ->capture_default_str()->check(CLI::PositiveNumber),
-      [](TrainOptions& d, const TrainOptions& p) { d.warmup_steps = p.warmup_steps; });
-  flags->keep.emplace_back(
+      "warmup_steps");
+  flags->preset_governed.emplace_back(
       sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(0.0, 0.99)),
-      [](TrainOptions& d, const TrainOptions& p) { d.label_smoothing = p.label_smoothing; });
+      "label_smoothing");
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates")
@@ -98,17 +97,17 @@ void setup_train(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("--disp-freq", opts->disp_freq, "Log a line every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  flags->keep.emplace_back(
+  flags->preset_governed.emplace_back(
       sub->add_option("--src-vocab-size", opts->src_vocab_size,
                       "Source SentencePiece vocabulary size (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(8, 1000000)),
-      [](TrainOptions& d, const TrainOptions& p) { d.src_vocab_size = p.src_vocab_size; });
-  flags->keep.emplace_back(
+      "src_vocab_size");
+  flags->preset_governed.emplace_back(
       sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size,
                       "Target SentencePiece vocabulary size (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(8, 1000000)),
-      [](TrainOptions& d, const TrainOptions& p) { d.tgt_vocab_size = p.tgt_vocab_size; });
-  sub->add_option("--preset", flags->preset,
+      "tgt_vocab_size");
+  sub->add_option("--preset", flags->args.preset,
                   "Recipe for the model and optimizer defaults: tiny (d_model 128, 2+2 layers, "
                   "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (the same "
                   "network with dropout 0.3 and attention/FFN dropout 0.1; a few thousand pairs "
@@ -157,35 +156,21 @@ void setup_train(CLI::App& app) {
                 "Continue from <stem>.checkpoint.safetensors and fail when there is none (without "
                 "either flag a run continues from a checkpoint when one exists)")
       ->excludes(no_resume);
-  sub->callback([opts, flags] {
-    // Preset first, then -c FILE (in train), then the flags given explicitly.
-    const TrainOptions parsed = *opts;
-    apply_preset(flags->preset, *opts);
-    for (const auto& [o, copy] : flags->keep)
-      if (o->count() > 0) copy(*opts, parsed);
+  sub->callback([flags] {
+    // The flags given explicitly: resolve_train_options applies them over the preset and -c FILE.
+    TrainArgs& args = flags->args;
+    for (const auto& [o, key] : flags->preset_governed)
+      if (o->count() > 0) args.explicit_options.push_back(key);
     for (const auto& [o, key, value] : flags->model)
-      if (o->count() > 0) opts->model_overrides[key] = value();
-    if (flags->smoothing_opt->count() > 0) {
-      const std::string& v = flags->exponential_smoothing;
-      double d = 1e-4;  // Marian's default when the flag has no value
-      if (!v.empty() && v != "true") {
-        try {
-          size_t used = 0;
-          d = std::stod(v, &used);
-          if (used != v.size()) throw std::invalid_argument(v);
-        } catch (const std::exception&) {
-          throw ConfigError("--exponential-smoothing: '" + v + "' is not a number");
-        }
-      }
-      if (!(d >= 0 && d < 1)) throw ConfigError("--exponential-smoothing must be in [0, 1)");
-      opts->exponential_smoothing = d;
-    }
+      if (o->count() > 0) args.model_flags[key] = value();
+    if (flags->smoothing_opt->count() > 0) args.exponential_smoothing = flags->exponential_smoothing;
+    const TrainOptions resolved = resolve_train_options(args);
     if (flags->dump_config) {
-      std::cout << effective_config_json(*opts).dump(2) << std::endl;
+      std::cout << effective_config_json(resolved).dump(2) << std::endl;
       return;
     }
-    if (flags->require_checkpoint && !std::filesystem::exists(checkpoint_path(opts->model_path)))
-      throw IoError(checkpoint_path(opts->model_path) + ": no checkpoint to resume from (--resume)");
+    if (flags->require_checkpoint && !std::filesystem::exists(checkpoint_path(resolved.model_path)))
+      throw IoError(checkpoint_path(resolved.model_path) + ": no checkpoint to resume from (--resume)");
     // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
     // signal ends the process at once (the last complete checkpoint stays valid).
     struct sigaction sa {};
@@ -196,7 +181,7 @@ void setup_train(CLI::App& app) {
     sigemptyset(&sa.sa_mask);
     sigaction(SIGINT, &sa, nullptr);
     sigaction(SIGTERM, &sa, nullptr);
-    const TrainResult r = train(*opts);
+    const TrainResult r = train(resolved);
     if (r.interrupted) exit_code() = 130;
   });
 }
