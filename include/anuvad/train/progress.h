@@ -5,7 +5,6 @@
 
 #include <chrono>
 #include <cstdint>
-#include <limits>
 #include <string>
 
 namespace anuvad {
