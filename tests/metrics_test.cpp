@@ -479,8 +479,8 @@ TEST_CASE("chrf/bleu validation leaves training unchanged and logs every metric"
   std::vector<std::string> saves;
   const TrainResult ra = fit(a, s.examples, s.examples, plain);
   const TrainResult rb = fit(b, s.examples, s.examples, full,
-                             [&](const std::string& which, const TrainResult&) { saves.push_back(which); },
-                             &s.text);
+                             {[&](const std::string& which, const TrainResult&) { saves.push_back(which); },
+                              &s.text});
   CHECK(ra.epoch_losses == rb.epoch_losses);
   for (size_t i = 0; i < a.params().params().size(); ++i)
     CHECK(a.params().params()[i].value == b.params().params()[i].value);
@@ -527,8 +527,8 @@ TEST_CASE("Early stopping ends training after N validations without a better fir
   m.init_parameters(5);
   std::vector<std::string> saves;
   const TrainResult r = fit(m, s.examples, s.examples, o,
-                            [&](const std::string& which, const TrainResult&) { saves.push_back(which); },
-                            &s.text);
+                            {[&](const std::string& which, const TrainResult&) { saves.push_back(which); },
+                             &s.text});
   CHECK(r.early_stopped);
   CHECK(r.steps == 3);
   REQUIRE(r.validations.size() == 3);
@@ -545,7 +545,7 @@ TEST_CASE("Validation options are checked before training", "[metrics][train][va
   o.valid_metrics = {"accuracy"};
   CHECK_THROWS_AS(fit(m, s.examples, s.examples, o), ConfigError);
   o.valid_metrics = {"chrf", "chrf"};
-  CHECK_THROWS_AS(fit(m, s.examples, s.examples, o, {}, &s.text), ConfigError);
+  CHECK_THROWS_AS(fit(m, s.examples, s.examples, o, {{}, &s.text}), ConfigError);
   o.valid_metrics = {"bleu"};
   CHECK_THROWS_AS(fit(m, s.examples, s.examples, o), ConfigError);  // no target tokenizer
   o.valid_metrics = {};

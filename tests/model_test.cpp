@@ -412,7 +412,7 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
     };
   };
   std::vector<Mat> final_a, final_b;
-  const TrainResult ra = fit(a, ex, {}, o, saved_final(a, final_a));
+  const TrainResult ra = fit(a, ex, {}, o, {saved_final(a, final_a)});
 
   const int64_t stop_at = 11;
   TrainOptions ob = o;
@@ -421,10 +421,10 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
   };
   TrainState state;
   int checkpoints = 0;
-  const TrainResult rb1 = fit(b, ex, {}, ob, {}, nullptr, [&](const TrainState& st) {
+  const TrainResult rb1 = fit(b, ex, {}, ob, {{}, nullptr, [&](const TrainState& st) {
     state = st;
     ++checkpoints;
-  });
+  }});
   clear_stop_request();
   REQUIRE(rb1.interrupted);
   REQUIRE(checkpoints == 1);
@@ -437,7 +437,7 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
   REQUIRE(state.next_batch > 0);
   REQUIRE(state.next_batch < static_cast<int64_t>(epoch_batches.size()));
 
-  const TrainResult rb2 = fit(b, ex, {}, o, saved_final(b, final_b), nullptr, {}, &state);
+  const TrainResult rb2 = fit(b, ex, {}, o, {saved_final(b, final_b), nullptr, {}, &state});
   CHECK(rb2.steps == ra.steps);
   CHECK(rb2.epoch_losses == ra.epoch_losses);
   REQUIRE(final_a.size() == a.params().params().size());

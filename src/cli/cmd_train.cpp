@@ -22,29 +22,21 @@ int& exit_code() {
 
 namespace {
 
-/// Flags besides TrainOptions' own fields: the preset, the model hyperparameters (Marian names)
-/// and the options whose presence matters.
+/// The command line as parsed: TrainArgs plus the options whose presence matters.
 struct TrainFlags {
-  std::string preset = "tiny";
+  TrainArgs args;
   bool dump_config = false;
   bool require_checkpoint = false;  ///< --resume: a checkpoint must exist
   std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
   CLI::Option* smoothing_opt = nullptr;
-  /// An explicit flag's effect, replayed after the preset: (option, copy the parsed value).
-  std::vector<std::pair<CLI::Option*, std::function<void(TrainOptions& dst, const TrainOptions& parsed)>>> keep;
+  /// Flags of the options the preset sets: (option, train_option_fields key).
+  std::vector<std::pair<CLI::Option*, std::string>> preset_governed;
   /// Model hyperparameter flags: (option, JSON key, value).
   std::vector<std::tuple<CLI::Option*, std::string, std::function<nlohmann::json()>>> model;
 };
 
-}  // namespace
-
-void setup_train(CLI::App& app) {
-  auto opts = std::make_shared<TrainOptions>();
-  auto flags = std::make_shared<TrainFlags>();
-  CLI::App* sub = app.add_subcommand(
-      "train", "Train SentencePiece vocabularies and a transformer on a parallel corpus "
-               "(defaults: data/train.tsv, validated on data/dev.tsv, saved to "
-               "models/default.safetensors)");
+/// -m, -t, --valid-sets, --no-valid, -c, --seed, --cpu-threads, -e, --after-steps, --batch-tokens.
+void add_corpus_flags(CLI::App* sub, TrainOptions* opts) {
   sub->add_option("-m,--model", opts->model_path, "Model file to write")->capture_default_str();
   sub->add_option("-t,--train-sets", opts->train_sets,
                   "Training corpus: one TSV (english<TAB>hindi) or two line-aligned files (.en .hi)")
@@ -64,20 +56,29 @@ void setup_train(CLI::App& app) {
   sub->add_option("--mini-batch-words,--batch-tokens", opts->batch_tokens,
                   "Padded token positions per batch")
       ->capture_default_str()->check(CLI::Range(16, 1000000));
-  flags->keep.emplace_back(
+}
+
+/// -l, --warmup-steps, --label-smoothing (the preset's unless given), --clip-norm.
+void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
+  flags.preset_governed.emplace_back(
       sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate (default: the preset's)")
           ->capture_default_str()->check(CLI::PositiveNumber),
-      [](TrainOptions& d, const TrainOptions& p) { d.learning_rate = p.learning_rate; });
-  flags->keep.emplace_back(
+      "learning_rate");
+  flags.preset_governed.emplace_back(
       sub->add_option("--warmup-steps", opts->warmup_steps, "Linear warm-up updates (default: the preset's)")
           ->capture_default_str()->check(CLI::PositiveNumber),
-      [](TrainOptions& d, const TrainOptions& p) { d.warmup_steps = p.warmup_steps; });
-  flags->keep.emplace_back(
+      "warmup_steps");
+  flags.preset_governed.emplace_back(
       sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(0.0, 0.99)),
-      [](TrainOptions& d, const TrainOptions& p) { d.label_smoothing = p.label_smoothing; });
+      "label_smoothing");
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+}
+
+/// --valid-freq, --valid-metrics, --early-stopping, --valid-translation-output,
+/// --valid-mini-batch, --disp-freq.
+void add_validation_flags(CLI::App* sub, TrainOptions* opts) {
   sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--valid-metrics", opts->valid_metrics,
@@ -98,17 +99,22 @@ void setup_train(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 100000));
   sub->add_option("--disp-freq", opts->disp_freq, "Log a line every N updates")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
-  flags->keep.emplace_back(
+}
+
+/// --src/tgt-vocab-size, --preset, the model hyperparameters (Marian names) and
+/// --exponential-smoothing.
+void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
+  flags.preset_governed.emplace_back(
       sub->add_option("--src-vocab-size", opts->src_vocab_size,
                       "Source SentencePiece vocabulary size (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(8, 1000000)),
-      [](TrainOptions& d, const TrainOptions& p) { d.src_vocab_size = p.src_vocab_size; });
-  flags->keep.emplace_back(
+      "src_vocab_size");
+  flags.preset_governed.emplace_back(
       sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size,
                       "Target SentencePiece vocabulary size (default: the preset's)")
           ->capture_default_str()->check(CLI::Range(8, 1000000)),
-      [](TrainOptions& d, const TrainOptions& p) { d.tgt_vocab_size = p.tgt_vocab_size; });
-  sub->add_option("--preset", flags->preset,
+      "tgt_vocab_size");
+  sub->add_option("--preset", flags.args.preset,
                   "Recipe for the model and optimizer defaults: tiny (d_model 128, 2+2 layers, "
                   "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (the same "
                   "network with dropout 0.3 and attention/FFN dropout 0.1; a few thousand pairs "
@@ -116,15 +122,15 @@ void setup_train(CLI::App& app) {
       ->capture_default_str()
       ->check(CLI::IsMember(preset_names()));
   // Model hyperparameters (Marian names); they override the preset and -c FILE.
-  auto model_int = [&](const std::string& name, const std::string& key, const std::string& help) {
+  auto model_int = [sub, &flags](const std::string& name, const std::string& key, const std::string& help) {
     auto v = std::make_shared<int>(0);
     CLI::Option* o = sub->add_option(name, *v, help)->check(CLI::PositiveNumber);
-    flags->model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
+    flags.model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
   };
-  auto model_double = [&](const std::string& name, const std::string& key, const std::string& help) {
+  auto model_double = [sub, &flags](const std::string& name, const std::string& key, const std::string& help) {
     auto v = std::make_shared<double>(0);
     CLI::Option* o = sub->add_option(name, *v, help)->check(CLI::Range(0.0, 0.99));
-    flags->model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
+    flags.model.emplace_back(o, key, [v] { return nlohmann::json(*v); });
   };
   model_int("--dim-emb", "d_model", "Model width d_model");
   model_int("--transformer-heads", "n_heads", "Attention heads");
@@ -134,14 +140,18 @@ void setup_train(CLI::App& app) {
   model_double("--transformer-dropout", "dropout", "Dropout on embeddings and residual branches");
   model_double("--transformer-dropout-attention", "attention_dropout", "Dropout on attention weights");
   model_double("--transformer-dropout-ffn", "ffn_dropout", "Dropout on the feed-forward hidden activation");
-  flags->smoothing_opt =
-      sub->add_option("--exponential-smoothing", flags->exponential_smoothing,
+  flags.smoothing_opt =
+      sub->add_option("--exponential-smoothing", flags.exponential_smoothing,
                       "Keep an exponential moving average of the weights, used for validation "
                       "and the saved models (Marian's convention: DECAY d, default 1e-4, gives "
                       "θ_ema ← β·θ_ema + (1−β)·θ with β = min(1−d, (1+t)/(10+t)) at update t)")
           ->expected(0, 1)
           ->type_name("[DECAY]");
-  sub->add_flag("--dump-config", flags->dump_config,
+}
+
+/// --dump-config, -q, --save-freq, --no-resume, --resume.
+void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
+  sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
                 "applied) as JSON and exit without training");
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
@@ -153,52 +163,58 @@ void setup_train(CLI::App& app) {
       "--no-resume", [opts] { opts->resume = false; },
       "Ignore and remove an existing checkpoint and start over (by default a run continues "
       "from it)");
-  sub->add_flag("--resume", flags->require_checkpoint,
+  sub->add_flag("--resume", flags.require_checkpoint,
                 "Continue from <stem>.checkpoint.safetensors and fail when there is none (without "
                 "either flag a run continues from a checkpoint when one exists)")
       ->excludes(no_resume);
-  sub->callback([opts, flags] {
-    // Preset first, then -c FILE (in train), then the flags given explicitly.
-    const TrainOptions parsed = *opts;
-    apply_preset(flags->preset, *opts);
-    for (const auto& [o, copy] : flags->keep)
-      if (o->count() > 0) copy(*opts, parsed);
-    for (const auto& [o, key, value] : flags->model)
-      if (o->count() > 0) opts->model_overrides[key] = value();
-    if (flags->smoothing_opt->count() > 0) {
-      const std::string& v = flags->exponential_smoothing;
-      double d = 1e-4;  // Marian's default when the flag has no value
-      if (!v.empty() && v != "true") {
-        try {
-          size_t used = 0;
-          d = std::stod(v, &used);
-          if (used != v.size()) throw std::invalid_argument(v);
-        } catch (const std::exception&) {
-          throw ConfigError("--exponential-smoothing: '" + v + "' is not a number");
-        }
-      }
-      if (!(d >= 0 && d < 1)) throw ConfigError("--exponential-smoothing must be in [0, 1)");
-      opts->exponential_smoothing = d;
-    }
-    if (flags->dump_config) {
-      std::cout << effective_config_json(*opts).dump(2) << std::endl;
-      return;
-    }
-    if (flags->require_checkpoint && !std::filesystem::exists(checkpoint_path(opts->model_path)))
-      throw IoError(checkpoint_path(opts->model_path) + ": no checkpoint to resume from (--resume)");
-    // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
-    // signal ends the process at once (the last complete checkpoint stays valid).
-    struct sigaction sa {};
-    sa.sa_handler = [](int sig) {
-      anuvad::request_stop();
-      std::signal(sig, SIG_DFL);
-    };
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, nullptr);
-    sigaction(SIGTERM, &sa, nullptr);
-    const TrainResult r = train(*opts);
-    if (r.interrupted) exit_code() = 130;
-  });
+}
+
+/// The subcommand's action: resolve the options, then print them (--dump-config) or train.
+void run_train(const TrainFlags& flags) {
+  // The flags given explicitly: resolve_train_options applies them over the preset and -c FILE.
+  TrainArgs args = flags.args;
+  for (const auto& [o, key] : flags.preset_governed)
+    if (o->count() > 0) args.explicit_options.push_back(key);
+  for (const auto& [o, key, value] : flags.model)
+    if (o->count() > 0) args.model_flags[key] = value();
+  if (flags.smoothing_opt->count() > 0) args.exponential_smoothing = flags.exponential_smoothing;
+  const TrainOptions resolved = resolve_train_options(args);
+  if (flags.dump_config) {
+    std::cout << effective_config_json(resolved).dump(2) << std::endl;
+    return;
+  }
+  if (flags.require_checkpoint && !std::filesystem::exists(checkpoint_path(resolved.model_path)))
+    throw IoError(checkpoint_path(resolved.model_path) + ": no checkpoint to resume from (--resume)");
+  // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
+  // signal ends the process at once (the last complete checkpoint stays valid).
+  struct sigaction sa {};
+  sa.sa_handler = [](int sig) {
+    anuvad::request_stop();
+    std::signal(sig, SIG_DFL);
+  };
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  const TrainResult r = train(resolved);
+  if (r.interrupted) exit_code() = 130;
+}
+
+}  // namespace
+
+void setup_train(CLI::App& app) {
+  auto flags = std::make_shared<TrainFlags>();
+  TrainOptions* opts = &flags->args.options;
+  CLI::App* sub = app.add_subcommand(
+      "train", "Train SentencePiece vocabularies and a transformer on a parallel corpus "
+               "(defaults: data/train.tsv, validated on data/dev.tsv, saved to "
+               "models/default.safetensors)");
+  // Registered in this order, which is the order of `anuvad train --help`.
+  add_corpus_flags(sub, opts);
+  add_optimizer_flags(sub, *flags, opts);
+  add_validation_flags(sub, opts);
+  add_recipe_flags(sub, *flags, opts);
+  add_run_flags(sub, *flags, opts);
+  sub->callback([flags] { run_train(*flags); });
 }
 
 }  // namespace anuvad::cli

@@ -1,0 +1,187 @@
+// The training job, train(): corpora, tokenizers (or the checkpoint to resume from), fit(), the
+// saved models and the closing summary.
+#include <omp.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <memory>
+#include <optional>
+
+#include "anuvad/core/runtime.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/text/corpus.h"
+#include "anuvad/train/trainer.h"
+
+namespace anuvad {
+
+namespace {
+
+/// The corpora of a run as text.
+struct CorpusText {
+  std::vector<std::string> src, tgt;  ///< training sources and targets (for the tokenizers)
+  std::vector<std::pair<std::string, std::string>> train, valid;
+};
+
+/// Reads opts.train_sets and opts.valid_sets; logs their sizes.
+CorpusText read_corpora(const TrainOptions& opts) {
+  const auto train_pairs = read_parallel_corpus(opts.train_sets);
+  std::vector<SentencePair> valid_pairs;
+  if (!opts.valid_sets.empty()) valid_pairs = read_parallel_corpus(opts.valid_sets);
+  spdlog::info("corpus: {} training pairs, {} validation pairs", train_pairs.size(), valid_pairs.size());
+  CorpusText c;
+  for (const auto& p : train_pairs) {
+    c.src.push_back(p.src);
+    c.tgt.push_back(p.tgt);
+    c.train.emplace_back(p.src, p.tgt);
+  }
+  for (const auto& p : valid_pairs) c.valid.emplace_back(p.src, p.tgt);
+  return c;
+}
+
+/// What a job trains: the model (null until initialised for a new run), its tokenizers and
+/// config, and the state to continue from when resuming.
+struct JobModel {
+  std::unique_ptr<Transformer> model;
+  std::unique_ptr<Tokenizer> src_tok, tgt_tok;
+  ModelConfig cfg;
+  std::optional<TrainState> resume;
+};
+
+/// The checkpoint `ckpt` when there is one and opts.resume (removed with --no-resume); else
+/// tokenizers trained on the corpus and opts.model with their vocabulary sizes.
+JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerprint,
+                         const std::string& ckpt, const CorpusText& corpus) {
+  JobModel j;
+  j.cfg = opts.model;
+  if (std::filesystem::exists(ckpt) && !opts.resume) {
+    spdlog::info("--no-resume: removing the checkpoint {} and starting over", ckpt);
+    std::filesystem::remove(ckpt);
+  } else if (std::filesystem::exists(ckpt)) {
+    Checkpoint c = read_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
+    j.model = std::move(c.model.transformer);
+    j.src_tok = std::move(c.model.src_tokenizer);
+    j.tgt_tok = std::move(c.model.tgt_tokenizer);
+    j.cfg = j.model->config();
+    spdlog::info("resuming from {} at step {} (epoch {}, {} of its batches done)", ckpt, c.state.step,
+                 c.state.epoch, c.state.next_batch);
+    j.resume = std::move(c.state);
+    return j;
+  }
+  j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(corpus.src, {opts.src_vocab_size, "unigram"}));
+  j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(corpus.tgt, {opts.tgt_vocab_size, "unigram"}));
+  j.cfg.src_vocab_size = j.src_tok->vocab_size();
+  j.cfg.tgt_vocab_size = j.tgt_tok->vocab_size();
+  j.cfg.validate();
+  return j;
+}
+
+/// Writes the model fit() asks for ("final" → opts.model_path, "best-<metric>" →
+/// best_model_path) with the run's metadata: seed, epochs, train_sets, valid_metrics and the
+/// best_valid_* figures.
+void save_trained_model(const TrainOptions& opts, const JobModel& job, const std::string& which,
+                        const TrainResult& r) {
+  std::map<std::string, std::string> meta = {
+      {"seed", std::to_string(opts.seed)},
+      {"epochs", std::to_string(r.epochs)},
+      {"train_sets", nlohmann::json(opts.train_sets).dump()},
+      {"valid_metrics", nlohmann::json(opts.valid_metrics).dump()}};
+  const double best_ce = best_cross_entropy(r.best_valid);
+  if (std::isfinite(best_ce)) {
+    meta["best_valid_cross_entropy"] = std::to_string(best_ce);
+    meta["best_valid_perplexity"] = std::to_string(std::exp(best_ce));
+  }
+  for (const auto& [m, v] : r.best_valid) {
+    std::string key = "best_valid_" + m;
+    std::replace(key.begin(), key.end(), '-', '_');
+    meta[key] = std::to_string(v);
+  }
+  const bool best = which.rfind("best-", 0) == 0;
+  const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
+  save_model(path, *job.model, *job.src_tok, *job.tgt_tok, meta);
+  if (which == "final") spdlog::info("saved model to {}", path);
+}
+
+/// The closing log lines: totals and the best value of each validation metric.
+void log_summary(const TrainOptions& opts, const TrainResult& r) {
+  spdlog::info("done: {} epochs, {} steps in {:.1f} s, {:.0f} target tokens/s, final train loss {:.4f}{}",
+               r.epochs, r.steps, r.seconds, r.tgt_tokens_per_second, r.last_train_loss,
+               r.early_stopped ? " (early stopping)" : "");
+  for (const auto& m : opts.valid_metrics) {
+    const auto it = r.best_valid.find(m);
+    if (it == r.best_valid.end()) continue;
+    if (m == "cross-entropy")
+      spdlog::info("best dev cross-entropy {:.4f} nats/token, perplexity {:.2f} (kept in {})",
+                   it->second, std::exp(it->second), best_model_path(opts.model_path, m));
+    else
+      spdlog::info("best dev {} (kept in {})", format_metric(m, it->second),
+                   best_model_path(opts.model_path, m));
+  }
+}
+
+}  // namespace
+
+std::string best_model_path(const std::string& model_path, const std::string& metric) {
+  std::filesystem::path p(model_path);
+  std::string stem = p.stem().string();
+  return (p.parent_path() / (stem + ".best-" + metric + p.extension().string())).string();
+}
+
+TrainResult train(const TrainOptions& opts) {
+  configure_threads(opts.cpu_threads);
+  const CorpusText corpus = read_corpora(opts);
+  // Check the output location before spending minutes on training.
+  const std::filesystem::path model_dir = std::filesystem::path(opts.model_path).parent_path();
+  if (!model_dir.empty()) std::filesystem::create_directories(model_dir);
+
+  const nlohmann::json fingerprint = resume_fingerprint(opts);
+  const std::string ckpt = checkpoint_path(opts.model_path);
+  JobModel job = start_or_resume(opts, fingerprint, ckpt, corpus);
+  const ModelConfig& cfg = job.cfg;
+  spdlog::info("SentencePiece vocabularies: {} source, {} target pieces", cfg.src_vocab_size,
+               cfg.tgt_vocab_size);
+
+  int skipped = 0, skipped_valid = 0;
+  std::vector<size_t> valid_kept;
+  const auto train_examples = make_examples(corpus.train, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped);
+  const auto valid_examples =
+      make_examples(corpus.valid, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
+  ValidationText valid_refs;
+  valid_refs.tgt_tokenizer = job.tgt_tok.get();
+  for (size_t i : valid_kept) valid_refs.references.push_back(corpus.valid[i].second);
+  if (skipped + skipped_valid > 0)
+    spdlog::warn("skipped {} training and {} validation pairs longer than max_positions − 1 = {} subwords",
+                 skipped, skipped_valid, cfg.max_positions - 1);
+
+  if (!job.model) {
+    job.model = std::make_unique<Transformer>(cfg);
+    job.model->init_parameters(opts.seed);
+  }
+  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
+               cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
+               cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
+               job.model->params().num_elements(), omp_get_max_threads());
+  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
+               opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
+               opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
+
+  FitHooks hooks;
+  hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
+  hooks.valid_text = &valid_refs;
+  hooks.checkpoint = [&](const TrainState& st) {
+    write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st);
+  };
+  hooks.resume = job.resume ? &*job.resume : nullptr;
+  const TrainResult r = fit(*job.model, train_examples, valid_examples, opts, hooks);
+  if (r.interrupted) {
+    spdlog::warn("interrupted after step {}: checkpoint saved to {}; run the same command again to continue",
+                 r.steps, ckpt);
+    return r;
+  }
+  std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
+  log_summary(opts, r);
+  return r;
+}
+
+}  // namespace anuvad
