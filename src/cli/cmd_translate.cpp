@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <sstream>
 
 #include "anuvad/inspect/attention_dump.h"
 #include "anuvad/text/corpus.h"
+#include "anuvad/decode/alignment.h"
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/core/error.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/core/runtime.h"
@@ -50,54 +51,6 @@ std::string format_scores(const std::vector<double>& scores) {
   return out.str();
 }
 
-/// Cross-attention of `layer` averaged over heads: [T, S] (T output tokens incl. EOS).
-Mat head_average(const Hypothesis& h, int layer, int n_heads) {
-  const Mat& c = h.attention.cross.at(static_cast<size_t>(layer));
-  const Index T = c.rows() / n_heads;
-  Mat avg = Mat::Zero(T, c.cols());
-  for (int hd = 0; hd < n_heads; ++hd) avg += c.middleRows(Index(hd) * T, T);
-  return avg / static_cast<Scalar>(n_heads);
-}
-
-/// Alignment field on subword positions (source EOS and target EOS excluded):
-///   hard: "s-t" for each target token t and its most attended source token s (Pharaoh);
-///   THRESHOLD: every "s-t" whose weight is ≥ THRESHOLD;
-///   soft: for each target token, its weights over the source tokens, comma-separated.
-std::string format_alignment(const Hypothesis& h, const TranslateOptions& o, int n_heads, int layer) {
-  const Mat a = head_average(h, layer, n_heads);
-  const Index n_tgt = static_cast<Index>(h.tokens.size());
-  const Index n_src = a.cols() - 1;  // without EOS
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  if (o.alignment == "soft") {
-    out.precision(4);
-    for (Index t = 0; t < n_tgt; ++t) {
-      if (t) out << ' ';
-      for (Index s = 0; s < n_src; ++s) out << (s ? "," : "") << a(t, s);
-    }
-    return out.str();
-  }
-  const bool hard = o.alignment == "hard";
-  const double threshold = hard ? 0 : std::stod(o.alignment);
-  bool first = true;
-  for (Index t = 0; t < n_tgt && n_src > 0; ++t) {
-    Index best = 0;
-    for (Index s = 0; s < n_src; ++s) {
-      if (hard) {
-        if (a(t, s) > a(t, best)) best = s;
-      } else if (a(t, s) >= threshold) {
-        out << (first ? "" : " ") << s << '-' << t;
-        first = false;
-      }
-    }
-    if (hard) {
-      out << (first ? "" : " ") << best << '-' << t;
-      first = false;
-    }
-  }
-  return out.str();
-}
-
 /// One input sentence: its text, where it came from, and an error (then it is not translated).
 struct InputLine {
   std::string text;
@@ -107,12 +60,7 @@ struct InputLine {
 
 void run_translate(const TranslateOptions& o) {
   configure_threads(o.cpu_threads);
-  if (!o.alignment.empty() && o.alignment != "hard" && o.alignment != "soft") {
-    char* end = nullptr;
-    const double th = std::strtod(o.alignment.c_str(), &end);
-    if (end == o.alignment.c_str() || *end != '\0' || !(th > 0 && th <= 1))
-      throw ConfigError("--alignment must be hard, soft or a threshold in (0, 1], got \"" + o.alignment + "\"");
-  }
+  const AlignmentSpec alignment = o.alignment.empty() ? AlignmentSpec{} : parse_alignment(o.alignment);
   if (o.decode.n_best > o.decode.beam_size && o.n_best)
     throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
   const TranslationModel m = load_model(o.model_path);
@@ -131,22 +79,14 @@ void run_translate(const TranslateOptions& o) {
   std::vector<std::vector<int32_t>> kept_src;
   std::vector<std::string> kept_text;
 
-  // Translates lines (in input order on output): sorted by length, cut into mini-batches.
+  const Translator translator(*m.transformer, dopts, o.mini_batch);
+
+  // Translates lines (printed in input order; a line with an error is not translated).
   auto translate_lines = [&](const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
       if (lines[i].error.empty()) src[i] = m.encode_source(lines[i].text, lines[i].where);
-    std::vector<size_t> order(lines.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return src[a].size() < src[b].size(); });
-    std::vector<std::vector<Hypothesis>> result(lines.size());
-    for (size_t start = 0; start < order.size(); start += size_t(o.mini_batch)) {
-      const size_t stop = std::min(order.size(), start + size_t(o.mini_batch));
-      std::vector<std::vector<int32_t>> batch;
-      for (size_t j = start; j < stop; ++j) batch.push_back(src[order[j]]);
-      auto hyps = decode_batch(*m.transformer, batch, dopts);
-      for (size_t j = start; j < stop; ++j) result[order[j]] = std::move(hyps[j - start]);
-    }
+    const std::vector<std::vector<Hypothesis>> result = translator.translate(src);
     for (size_t i = 0; i < lines.size(); ++i, ++sentence_id) {
       if (!lines[i].error.empty()) {
         std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
@@ -166,7 +106,7 @@ void run_translate(const TranslateOptions& o) {
       for (const Hypothesis& h : result[i]) {
         if (o.n_best) std::cout << sentence_id << " ||| ";
         std::cout << m.tgt_tokenizer->decode(h.tokens);
-        if (!o.alignment.empty()) std::cout << " ||| " << format_alignment(h, o, cfg.n_heads, layer);
+        if (!o.alignment.empty()) std::cout << " ||| " << format_alignment(h, alignment, cfg.n_heads, layer);
         if (o.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
         if (o.n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
         std::cout << "\n";
