@@ -2,13 +2,19 @@
 // n-best lists are sorted and distinct, batches translate exactly as single sentences, EOS
 // first gives an empty output, length limits hold, and beam search with a beam wider than the
 // output space reproduces exhaustive search (parent bookkeeping, early-finished ancestry).
+// The decoding objects: SentenceBeam (parent pointers, shared attention records), NBestCollector,
+// StoppingRule, the Translator's ordering, and alignment extraction.
 #include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <cmath>
 #include <set>
 
+#include "anuvad/core/error.h"
+#include "anuvad/decode/alignment.h"
+#include "anuvad/decode/beam.h"
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/nn/loss.h"
 #include "support/test_support.h"
 
@@ -209,4 +215,241 @@ TEST_CASE("Attention records of the cached decode equal one teacher-forced pass,
       }
     }
   }
+}
+
+TEST_CASE("Every n-best hypothesis's attention (shared through parent pointers) equals its teacher-forced pass", "[decode][beam][attention]") {
+  // Beam 4 with all 4 hypotheses returned: hypotheses share prefixes, so their step records
+  // are shared tree nodes; each must still equal the teacher-forced pass of its own tokens, as
+  // the per-candidate copies did. max_length 6 makes some of them end at the limit (no EOS).
+  Transformer m(config());
+  m.init_parameters(10);
+  m.params().find("output_projection.bias")->value(0, kEosId) = -1.5;
+  DecodeOptions o;
+  o.beam_size = 4;
+  o.n_best = 4;
+  o.max_length = 6;
+  o.return_attention = true;
+  const auto out = decode_batch(m, {kSources[3], kSources[2]}, o);
+  const int H = m.config().n_heads;
+  int unfinished = 0;
+  for (size_t i = 0; i < 2; ++i) {
+    REQUIRE(out[i].size() == 4);
+    for (const Hypothesis& h : out[i]) {
+      unfinished += !h.finished;
+      Example e{i == 0 ? kSources[3] : kSources[2], h.tokens};
+      const Batch b = make_batch({&e});
+      ForwardCache cache;
+      Mat logits;
+      m.forward(b, DropoutContext{}, cache, logits);
+      const int T = static_cast<int>(h.token_scores.size()), S = b.src_len;
+      REQUIRE(T == static_cast<int>(h.tokens.size()) + (h.finished ? 1 : 0));
+      const auto forced = forced_scores(m, {e})[0];
+      for (int t = 0; t < T; ++t) CHECK(h.token_scores[t] == Approx(forced[t]).margin(1e-4));
+      for (int l = 0; l < 2; ++l) {
+        REQUIRE(h.attention.decoder_self[l].rows() == H * T);
+        REQUIRE(h.attention.cross[l].cols() == S);
+        for (int hd = 0; hd < H; ++hd) {
+          const Mat tf_self = cache.dec[l].self_attn.probs.block(Index(hd) * b.tgt_len, 0, T, T);
+          const Mat tf_cross = cache.dec[l].cross_attn.probs.block(Index(hd) * b.tgt_len, 0, T, S);
+          CHECK((h.attention.decoder_self[l].middleRows(Index(hd) * T, T) - tf_self).cwiseAbs().maxCoeff() < 1e-5);
+          CHECK((h.attention.cross[l].middleRows(Index(hd) * T, T) - tf_cross).cwiseAbs().maxCoeff() < 1e-5);
+        }
+      }
+    }
+  }
+  CHECK(unfinished > 0);  // the length-limit path was exercised
+}
+
+namespace {
+
+/// A decoder state holding only what SentenceBeam reads: one layer, one head, `rows` rows,
+/// self-attention weights 100·t + 10·row + key and cross weights 1000 + 10·row + key at step t.
+DecoderState fake_step_state(int rows, int t, int src_len) {
+  DecoderState st;
+  st.batch = rows;
+  st.last_self_probs.assign(1, Mat(rows, t + 1));
+  st.last_cross_probs.assign(1, Mat(rows, src_len));
+  for (int r = 0; r < rows; ++r) {
+    for (int k = 0; k <= t; ++k) st.last_self_probs[0](r, k) = Scalar(100 * t + 10 * r + k);
+    for (int k = 0; k < src_len; ++k) st.last_cross_probs[0](r, k) = Scalar(1000 + 10 * r + k);
+  }
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE("SentenceBeam: candidates, parents, EOS among the top K, the length limit and materialised records", "[decode][beam]") {
+  DecodeOptions o;
+  o.beam_size = 2;
+  o.n_best = 2;
+  o.return_attention = true;
+  SentenceBeam beam(o, /*limit=*/3, /*n_layers=*/1, /*n_heads=*/1);
+  const int first_row = 4;  // the sentence's rows 4 and 5 of a larger batch
+  int parents[2];
+  int32_t tokens[2];
+  const Scalar none = -std::numeric_limits<Scalar>::infinity();
+  // Step 0: only slot 0 (BOS) is live. EOS is the 3rd candidate (not among the top 2): ignored.
+  Proposal p0[] = {{-0.1f, 5}, {-0.5f, 6}, {-1.0f, kEosId}, {-2.0f, 7}, {none, -1}, {none, -1}, {none, -1}, {none, -1}};
+  beam.advance(p0, 4, fake_step_state(6, 0, 3), first_row, parents, tokens);
+  CHECK(parents[0] == 4);
+  CHECK(parents[1] == 4);
+  CHECK(tokens[0] == 5);
+  CHECK(tokens[1] == 6);
+  CHECK(beam.live(0));
+  CHECK(beam.live(1));
+  CHECK_FALSE(beam.done());
+  // Step 1: slot 0 = [5] (−0.1), slot 1 = [6] (−0.5). [5] EOS (−0.3) finishes; [5 8] (−0.4) and
+  // [6 9] (−0.55) continue, [6 9] in slot 1 continuing decoder row 5.
+  Proposal p1[] = {{-0.2f, kEosId}, {-0.3f, 8}, {none, -1}, {none, -1}, {-0.05f, 9}, {-3.0f, kEosId}, {none, -1}, {none, -1}};
+  beam.advance(p1, 4, fake_step_state(6, 1, 3), first_row, parents, tokens);
+  CHECK(parents[0] == 4);
+  CHECK(parents[1] == 5);
+  CHECK(tokens[0] == 8);
+  CHECK(tokens[1] == 9);
+  CHECK_FALSE(beam.done());  // one finished < n_best
+  // Step 2 reaches the limit: [5 8 10] (−0.5) ends without EOS, [6 9] EOS (−0.56) finishes.
+  Proposal p2[] = {{-0.1f, 10}, {-0.7f, kEosId}, {none, -1}, {none, -1}, {-0.01f, kEosId}, {-1.0f, 11}, {none, -1}, {none, -1}};
+  beam.advance(p2, 4, fake_step_state(6, 2, 3), first_row, parents, tokens);
+  CHECK(beam.done());
+  const std::vector<Hypothesis> nb = beam.n_best(/*src_tokens=*/2);
+  REQUIRE(nb.size() == 2);
+  CHECK(nb[0].tokens == std::vector<int32_t>{5});
+  CHECK(nb[0].finished);
+  REQUIRE(nb[0].token_scores.size() == 2);
+  CHECK(nb[0].token_scores[1] == Approx(-0.2));
+  CHECK(nb[0].score == Approx(-0.3));
+  CHECK(nb[1].tokens == std::vector<int32_t>{5, 8, 10});
+  CHECK_FALSE(nb[1].finished);
+  CHECK(nb[1].score == Approx(-0.5));
+  CHECK(nb[1].normalized_score == nb[1].score);  // α = 0, no word penalty
+  // Attention: step t of both hypotheses came from row 4 (slot 0); [5]'s EOS step shares the
+  // record of [5 8]'s step 1. Self rows are zero above the diagonal; cross keeps 2 columns.
+  for (const Hypothesis& h : nb) {
+    const Index T = static_cast<Index>(h.token_scores.size());
+    const Mat& self = h.attention.decoder_self.at(0);
+    const Mat& cross = h.attention.cross.at(0);
+    REQUIRE(self.rows() == T);
+    REQUIRE(self.cols() == T);
+    REQUIRE(cross.cols() == 2);
+    for (Index t = 0; t < T; ++t) {
+      for (Index k = 0; k < T; ++k) CHECK(self(t, k) == (k <= t ? Scalar(100 * t + 40 + k) : Scalar(0)));
+      CHECK(cross(t, 0) == Scalar(1040));
+      CHECK(cross(t, 1) == Scalar(1041));
+    }
+  }
+}
+
+TEST_CASE("A SentenceBeam with limit 0 holds one empty, unfinished hypothesis", "[decode][beam]") {
+  DecodeOptions o;
+  o.word_penalty = 0.5;
+  const SentenceBeam beam(o, 0, 2, 4);
+  CHECK(beam.done());
+  const auto nb = beam.n_best(3);
+  REQUIRE(nb.size() == 1);
+  CHECK(nb[0].tokens.empty());
+  CHECK_FALSE(nb[0].finished);
+  CHECK(nb[0].normalized_score == 0.5);  // (0 + 0.5·1) / 1^α
+}
+
+TEST_CASE("NBestCollector ranks stably and StoppingRule bounds what live beams can reach", "[decode][beam]") {
+  DecodeOptions o;
+  o.beam_size = 3;
+  NBestCollector nb;
+  nb.add({1, -1.0, true});
+  nb.add({2, -0.5, true});
+  nb.add({3, -0.5, false});
+  const auto best = nb.best(2);
+  REQUIRE(best.size() == 2);
+  CHECK(best[0].node == 2);  // equal scores: the one that finished first
+  CHECK(best[1].node == 3);
+  CHECK(nb.best(5).size() == 3);
+  CHECK(nb.nth_best_score(3) == -1.0);
+  CHECK_THROWS_AS(nb.nth_best_score(0), ShapeError);
+  CHECK_THROWS_AS(nb.nth_best_score(4), ShapeError);
+
+  NBestCollector one;
+  one.add({1, -0.5, true});
+  const StoppingRule rule(o, /*limit=*/10);
+  CHECK(rule.done(2, {-1.0}, one));       // α = 0: a live beam can only lose score
+  CHECK_FALSE(rule.done(2, {-0.4}, one));  // it may still beat −0.5
+  CHECK(rule.done(2, {}, NBestCollector{}));  // nothing live
+  CHECK(rule.done(10, {-0.1}, NBestCollector{}));  // the limit
+  CHECK(rule.done(2, {-0.1}, nb));  // beam_size hypotheses finished
+  o.normalize = 1.0;
+  const StoppingRule normalized(o, 10);
+  // score −1 after 2 tokens can still reach −1/11 (11 tokens incl. EOS): better than −0.5.
+  CHECK(normalized.best_reachable(-1.0, 2) == Approx(-1.0 / 11));
+  CHECK_FALSE(normalized.done(2, {-1.0}, one));
+}
+
+TEST_CASE("The Translator returns every result in input order, equal to unbatched decoding", "[decode][translator]") {
+  std::vector<std::string> text = {"the cat sat on the mat", "a dog ran in the park", "the sun is hot",
+                                   "we like green tea", "she reads a long book", "it is cold at night"};
+  TokenizerOptions topts;
+  topts.vocab_size = 40;
+  const Tokenizer tok = Tokenizer::train(text, topts);
+  Transformer m(config(tok.vocab_size()));
+  m.init_parameters(12);
+  m.params().find("output_projection.bias")->value(0, kEosId) = -1;
+  std::vector<std::vector<int32_t>> sources = kSources;
+  sources.insert(sources.begin() + 2, std::vector<int32_t>{});  // an empty line among them
+  sources.push_back({7, 8});
+  for (int beam : {1, 3}) {
+    DecodeOptions o;
+    o.beam_size = beam;
+    o.n_best = beam;
+    o.max_length = 8;
+    for (int mini_batch : {0, 2, 3, 100}) {  // 0 counts as 1
+      const Translator translator(m, o, mini_batch);
+      const auto got = translator.translate(sources);
+      const auto text_out = translator.translate_text(sources, tok);
+      REQUIRE(got.size() == sources.size());
+      REQUIRE(text_out.size() == sources.size());
+      for (size_t i = 0; i < sources.size(); ++i) {
+        INFO("beam " << beam << ", mini-batch " << mini_batch << ", sentence " << i);
+        const auto alone = decode_batch(m, {sources[i]}, o)[0];
+        REQUIRE(got[i].size() == alone.size());
+        for (size_t j = 0; j < alone.size(); ++j) {
+          CHECK(got[i][j].tokens == alone[j].tokens);
+          CHECK(got[i][j].score == Approx(alone[j].score).margin(1e-4));
+        }
+        CHECK(text_out[i] == tok.decode(alone[0].tokens));
+      }
+    }
+  }
+  std::vector<Example> examples;
+  for (const auto& s : sources) examples.push_back({s, {}});
+  CHECK(best_translations(m, examples, tok, 2) == Translator(m, DecodeOptions{}, 2).translate_text(sources, tok));
+}
+
+TEST_CASE("Alignments from a hand-made cross-attention matrix", "[decode][alignment]") {
+  // 2 heads, T = 3 decoder steps (2 output tokens + EOS), S = 4 source tokens (3 + EOS).
+  Hypothesis h;
+  h.tokens = {7, 8};
+  Mat cross(6, 4);
+  cross << 0.50, 0.25, 0.25, 0.00,   // head 0, t = 0
+           0.00, 0.50, 0.50, 0.00,   // head 0, t = 1
+           0.25, 0.25, 0.25, 0.25,   // head 0, t = 2 (EOS step: not aligned)
+           0.50, 0.25, 0.00, 0.25,   // head 1, t = 0
+           0.00, 0.00, 1.00, 0.00,   // head 1, t = 1
+           0.25, 0.25, 0.25, 0.25;   // head 1, t = 2
+  h.attention.cross = {Mat::Zero(6, 4), cross};
+  const Mat avg = head_average(h.attention, 1, 2);
+  REQUIRE(avg.rows() == 3);
+  CHECK(avg(0, 0) == Scalar(0.5));
+  CHECK(avg(0, 1) == Scalar(0.25));
+  CHECK(avg(1, 2) == Scalar(0.75));
+  CHECK(hard_alignment(avg, 2, 3) == std::vector<std::pair<Index, Index>>{{0, 0}, {2, 1}});
+  CHECK(threshold_alignment(avg, 2, 3, 0.25) ==
+        std::vector<std::pair<Index, Index>>{{0, 0}, {1, 0}, {1, 1}, {2, 1}});
+  CHECK(format_alignment(h, parse_alignment("hard"), 2, 1) == "0-0 2-1");
+  CHECK(format_alignment(h, parse_alignment("0.3"), 2, 1) == "0-0 2-1");
+  CHECK(format_alignment(h, parse_alignment("0.25"), 2, 1) == "0-0 1-0 1-1 2-1");
+  CHECK(format_alignment(h, parse_alignment("soft"), 2, 1) == "0.5000,0.2500,0.1250 0.0000,0.2500,0.7500");
+  // Ties: the first source token. Layer 0 is all zeros: every target token aligns to 0.
+  CHECK(format_alignment(h, parse_alignment("hard"), 2, 0) == "0-0 0-1");
+  CHECK(format_alignment(h, parse_alignment("1"), 2, 0).empty());
+  CHECK_THROWS_AS(head_average(h.attention, 2, 2), std::out_of_range);
+  for (const char* bad : {"0", "1.5", "x", "0.5x", "", "-0.2"})
+    CHECK_THROWS_AS(parse_alignment(bad), ConfigError);
 }

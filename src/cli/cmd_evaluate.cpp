@@ -12,11 +12,11 @@
 
 #include "anuvad/text/corpus.h"
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/core/error.h"
 #include "anuvad/text/metrics.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/core/runtime.h"
-#include "anuvad/train/trainer.h"
 #include "commands.h"
 
 namespace anuvad::cli {
@@ -60,16 +60,16 @@ void run_evaluate(const EvaluateOptions& o) {
   const TranslationModel m = load_model(o.model_path);
 
   // Sources as subword ids, truncated (with a warning) to what the model can encode.
-  std::vector<Example> examples(pairs.size());
+  std::vector<std::vector<int32_t>> sources(pairs.size());
   std::vector<std::string> refs;
   refs.reserve(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
-    examples[i].src = m.encode_source(pairs[i].src, pairs[i].origin);
+    sources[i] = m.encode_source(pairs[i].src, pairs[i].origin);
     refs.push_back(pairs[i].tgt);
   }
 
   const auto t0 = std::chrono::steady_clock::now();
-  const auto hyps = translate_examples(*m.transformer, examples, *m.tgt_tokenizer, o.mini_batch, o.decode);
+  const auto hyps = Translator(*m.transformer, o.decode, o.mini_batch).translate_text(sources, *m.tgt_tokenizer);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("translated {} sentences in {:.2f} s (beam size {})", hyps.size(), seconds,
                o.decode.beam_size);

@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <sstream>
 
 #include "anuvad/inspect/attention_dump.h"
 #include "anuvad/text/corpus.h"
+#include "anuvad/decode/alignment.h"
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/core/error.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/core/runtime.h"
@@ -50,54 +51,6 @@ std::string format_scores(const std::vector<double>& scores) {
   return out.str();
 }
 
-/// Cross-attention of `layer` averaged over heads: [T, S] (T output tokens incl. EOS).
-Mat head_average(const Hypothesis& h, int layer, int n_heads) {
-  const Mat& c = h.attention.cross.at(static_cast<size_t>(layer));
-  const Index T = c.rows() / n_heads;
-  Mat avg = Mat::Zero(T, c.cols());
-  for (int hd = 0; hd < n_heads; ++hd) avg += c.middleRows(Index(hd) * T, T);
-  return avg / static_cast<Scalar>(n_heads);
-}
-
-/// Alignment field on subword positions (source EOS and target EOS excluded):
-///   hard: "s-t" for each target token t and its most attended source token s (Pharaoh);
-///   THRESHOLD: every "s-t" whose weight is ≥ THRESHOLD;
-///   soft: for each target token, its weights over the source tokens, comma-separated.
-std::string format_alignment(const Hypothesis& h, const TranslateOptions& o, int n_heads, int layer) {
-  const Mat a = head_average(h, layer, n_heads);
-  const Index n_tgt = static_cast<Index>(h.tokens.size());
-  const Index n_src = a.cols() - 1;  // without EOS
-  std::ostringstream out;
-  out.setf(std::ios::fixed);
-  if (o.alignment == "soft") {
-    out.precision(4);
-    for (Index t = 0; t < n_tgt; ++t) {
-      if (t) out << ' ';
-      for (Index s = 0; s < n_src; ++s) out << (s ? "," : "") << a(t, s);
-    }
-    return out.str();
-  }
-  const bool hard = o.alignment == "hard";
-  const double threshold = hard ? 0 : std::stod(o.alignment);
-  bool first = true;
-  for (Index t = 0; t < n_tgt && n_src > 0; ++t) {
-    Index best = 0;
-    for (Index s = 0; s < n_src; ++s) {
-      if (hard) {
-        if (a(t, s) > a(t, best)) best = s;
-      } else if (a(t, s) >= threshold) {
-        out << (first ? "" : " ") << s << '-' << t;
-        first = false;
-      }
-    }
-    if (hard) {
-      out << (first ? "" : " ") << best << '-' << t;
-      first = false;
-    }
-  }
-  return out.str();
-}
-
 /// One input sentence: its text, where it came from, and an error (then it is not translated).
 struct InputLine {
   std::string text;
@@ -105,97 +58,111 @@ struct InputLine {
   std::string error;
 };
 
-void run_translate(const TranslateOptions& o) {
-  configure_threads(o.cpu_threads);
-  if (!o.alignment.empty() && o.alignment != "hard" && o.alignment != "soft") {
-    char* end = nullptr;
-    const double th = std::strtod(o.alignment.c_str(), &end);
-    if (end == o.alignment.c_str() || *end != '\0' || !(th > 0 && th <= 1))
-      throw ConfigError("--alignment must be hard, soft or a threshold in (0, 1], got \"" + o.alignment + "\"");
-  }
-  if (o.decode.n_best > o.decode.beam_size && o.n_best)
-    throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
-  const TranslationModel m = load_model(o.model_path);
-  const ModelConfig& cfg = m.transformer->config();
-  const int layer = o.alignment_layer < 0 ? cfg.decoder_layers + o.alignment_layer : o.alignment_layer;
-  if (layer < 0 || layer >= cfg.decoder_layers)
-    throw ConfigError("--alignment-layer must name a decoder layer in [0, " +
-                      std::to_string(cfg.decoder_layers - 1) + "] or -1 for the last");
-  DecodeOptions dopts = o.decode;
-  dopts.n_best = o.n_best ? dopts.beam_size : 1;
-  const bool dump = !o.attention_json.empty() || !o.attention_html.empty();
-  dopts.return_attention = !o.alignment.empty() || dump;
-  size_t sentence_id = 0;
-  // For --attention/--html: the best hypothesis of every translated line, kept until the end.
-  std::vector<Hypothesis> kept;
-  std::vector<std::vector<int32_t>> kept_src;
-  std::vector<std::string> kept_text;
+InputLine make_line(std::string text, std::string where) {
+  InputLine l{std::move(text), std::move(where), {}};
+  l.error = check_text(l.text);
+  return l;
+}
 
-  // Translates lines (in input order on output): sorted by length, cut into mini-batches.
-  auto translate_lines = [&](const std::vector<InputLine>& lines) {
+/// Translates batches of input lines with the Translator and prints them in input order in the
+/// format the flags ask for; keeps the best hypotheses for --attention/--html until finish().
+class LinePrinter {
+ public:
+  LinePrinter(const TranslateOptions& o, const TranslationModel& m, const AlignmentSpec& alignment)
+      : o_(o), m_(m), cfg_(m.transformer->config()),
+        translator_(*m.transformer, decode_options(o), o.mini_batch), alignment_(alignment) {
+    layer_ = o.alignment_layer < 0 ? cfg_.decoder_layers + o.alignment_layer : o.alignment_layer;
+    if (layer_ < 0 || layer_ >= cfg_.decoder_layers)
+      throw ConfigError("--alignment-layer must name a decoder layer in [0, " +
+                        std::to_string(cfg_.decoder_layers - 1) + "] or -1 for the last");
+  }
+
+  /// What decode_batch is asked for: all beam-size hypotheses with --n-best, attention for
+  /// --alignment, --attention and --html.
+  static DecodeOptions decode_options(const TranslateOptions& o) {
+    DecodeOptions d = o.decode;
+    d.n_best = o.n_best ? d.beam_size : 1;
+    d.return_attention = !o.alignment.empty() || dumping(o);
+    return d;
+  }
+  static bool dumping(const TranslateOptions& o) { return !o.attention_json.empty() || !o.attention_html.empty(); }
+
+  /// Translates `lines` (a line with an error is reported and printed empty) and prints them.
+  void translate(const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].error.empty()) src[i] = m.encode_source(lines[i].text, lines[i].where);
-    std::vector<size_t> order(lines.size());
-    std::iota(order.begin(), order.end(), 0);
-    std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return src[a].size() < src[b].size(); });
-    std::vector<std::vector<Hypothesis>> result(lines.size());
-    for (size_t start = 0; start < order.size(); start += size_t(o.mini_batch)) {
-      const size_t stop = std::min(order.size(), start + size_t(o.mini_batch));
-      std::vector<std::vector<int32_t>> batch;
-      for (size_t j = start; j < stop; ++j) batch.push_back(src[order[j]]);
-      auto hyps = decode_batch(*m.transformer, batch, dopts);
-      for (size_t j = start; j < stop; ++j) result[order[j]] = std::move(hyps[j - start]);
-    }
-    for (size_t i = 0; i < lines.size(); ++i, ++sentence_id) {
+      if (lines[i].error.empty()) src[i] = m_.encode_source(lines[i].text, lines[i].where);
+    const std::vector<std::vector<Hypothesis>> result = translator_.translate(src);
+    for (size_t i = 0; i < lines.size(); ++i, ++sentence_id_) {
       if (!lines[i].error.empty()) {
         std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
         exit_code() = 1;
         std::cout << "\n";
         continue;
       }
-      if (dump) {
-        kept.push_back(result[i].front());
-        kept_src.push_back(src[i]);
-        kept_text.push_back(lines[i].text);
-      }
+      if (dumping(o_)) kept_.push_back({result[i].front(), src[i], lines[i].text});
       if (src[i].empty()) {  // an empty (or blank) line gives an empty line, whatever the format
         std::cout << "\n";
         continue;
       }
       for (const Hypothesis& h : result[i]) {
-        if (o.n_best) std::cout << sentence_id << " ||| ";
-        std::cout << m.tgt_tokenizer->decode(h.tokens);
-        if (!o.alignment.empty()) std::cout << " ||| " << format_alignment(h, o, cfg.n_heads, layer);
-        if (o.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
-        if (o.n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
-        std::cout << "\n";
-        if (!o.n_best) break;
+        print(h);
+        if (!o_.n_best) break;
       }
     }
     std::cout << std::flush;
+  }
+
+  /// Writes the --attention / --html files of every translated line.
+  void finish() const {
+    if (!dumping(o_)) return;
+    std::vector<AttentionDumpSentence> entries;
+    for (const Kept& k : kept_)
+      entries.push_back(attention_dump_sentence(*m_.src_tokenizer, *m_.tgt_tokenizer, k.text, k.src, k.best));
+    const nlohmann::json doc = make_attention_dump(cfg_, translator_.options(), entries);
+    if (!o_.attention_json.empty()) write_attention_json(o_.attention_json, doc);
+    if (!o_.attention_html.empty()) write_attention_html(o_.attention_html, doc);
+  }
+
+ private:
+  struct Kept {
+    Hypothesis best;
+    std::vector<int32_t> src;
+    std::string text;
   };
 
-  auto make_line = [](std::string text, std::string where) {
-    InputLine l{std::move(text), std::move(where), {}};
-    l.error = check_text(l.text);
-    return l;
-  };
-  auto write_dump = [&] {
-    if (!dump) return;
-    std::vector<AttentionDumpSentence> entries;
-    for (size_t i = 0; i < kept.size(); ++i)
-      entries.push_back(attention_dump_sentence(*m.src_tokenizer, *m.tgt_tokenizer, kept_text[i], kept_src[i], kept[i]));
-    const nlohmann::json doc = make_attention_dump(cfg, dopts, entries);
-    if (!o.attention_json.empty()) write_attention_json(o.attention_json, doc);
-    if (!o.attention_html.empty()) write_attention_html(o.attention_html, doc);
-  };
+  void print(const Hypothesis& h) const {
+    if (o_.n_best) std::cout << sentence_id_ << " ||| ";
+    std::cout << m_.tgt_tokenizer->decode(h.tokens);
+    if (!o_.alignment.empty()) std::cout << " ||| " << format_alignment(h, alignment_, cfg_.n_heads, layer_);
+    if (o_.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
+    if (o_.n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
+    std::cout << "\n";
+  }
+
+  const TranslateOptions& o_;
+  const TranslationModel& m_;
+  const ModelConfig& cfg_;
+  const Translator translator_;
+  const AlignmentSpec alignment_;
+  int layer_ = 0;
+  size_t sentence_id_ = 0;
+  std::vector<Kept> kept_;
+};
+
+void run_translate(const TranslateOptions& o) {
+  configure_threads(o.cpu_threads);
+  const AlignmentSpec alignment = o.alignment.empty() ? AlignmentSpec{} : parse_alignment(o.alignment);
+  if (o.decode.n_best > o.decode.beam_size && o.n_best)
+    throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
+  const TranslationModel m = load_model(o.model_path);
+  LinePrinter printer(o, m, alignment);
   if (!o.sentences.empty()) {
     std::vector<InputLine> lines;
     for (size_t i = 0; i < o.sentences.size(); ++i)
       lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1)));
-    translate_lines(lines);
-    write_dump();
+    printer.translate(lines);
+    printer.finish();
     return;
   }
   // Interactive input (a terminal) or --mini-batch 1 is answered line by line; otherwise
@@ -208,12 +175,12 @@ void run_translate(const TranslateOptions& o) {
     clean_line(line, n == 1);
     pending.push_back(make_line(line, "<stdin>:" + std::to_string(n)));
     if (pending.size() >= chunk) {
-      translate_lines(pending);
+      printer.translate(pending);
       pending.clear();
     }
   }
-  if (!pending.empty()) translate_lines(pending);
-  write_dump();
+  if (!pending.empty()) printer.translate(pending);
+  printer.finish();
 }
 
 void run_score(const ScoreOptions& o) {

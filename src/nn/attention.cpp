@@ -104,14 +104,29 @@ MultiHeadAttention::MultiHeadAttention(ParamRegistry& reg, const std::string& pr
 void MultiHeadAttention::forward(const Mat& x_q, const Mat& x_kv, int batch, int n_queries,
                                  int n_keys, const AttentionMask& mask, Scalar attention_dropout,
                                  const DropoutContext& dctx, AttentionCache& cache, Mat& y) const {
-  q_proj.forward(x_q, cache.q);
-  k_proj.forward(x_kv, cache.k);
-  v_proj.forward(x_kv, cache.v);
+  cache.k.resize(x_kv.rows(), k_proj.weight.value.rows());
+  cache.v.resize(x_kv.rows(), v_proj.weight.value.rows());
+  project_kv(x_kv, cache.k, cache.v);
   const AttentionShape shape{batch, n_queries, n_keys, n_heads_, n_keys};
   make_dropout_mask(Index(batch) * n_heads_ * n_queries, n_keys, attention_dropout, dctx,
                     cache.drop);
-  scaled_dot_product_attention(cache.q, cache.k, cache.v, shape, mask, cache.drop, cache.probs,
-                               cache.ctx);
+  cache.probs.resize(Index(batch) * n_heads_ * n_queries, n_keys);
+  attend(x_q, cache.k, cache.v, shape, mask, cache.drop, cache, cache.probs, y);
+}
+
+void MultiHeadAttention::project_kv(const Eigen::Ref<const Mat>& x_kv, Eigen::Ref<Mat> k,
+                                    Eigen::Ref<Mat> v) const {
+  k_proj.forward_into(x_kv, k);
+  v_proj.forward_into(x_kv, v);
+}
+
+void MultiHeadAttention::attend(const Eigen::Ref<const Mat>& x_q, const Mat& k, const Mat& v,
+                                const AttentionShape& shape, const AttentionMask& mask,
+                                const Mat& drop, AttentionCache& cache, Eigen::Ref<Mat> probs,
+                                Mat& y) const {
+  q_proj.forward(x_q, cache.q);
+  cache.ctx.resize(cache.q.rows(), cache.q.cols());
+  scaled_dot_product_attention_into(cache.q, k, v, shape, mask, drop, probs, cache.ctx);
   out_proj.forward(cache.ctx, y);
 }
 

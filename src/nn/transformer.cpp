@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <exception>
+#include <utility>
 
 #include "anuvad/core/error.h"
 
@@ -79,6 +80,23 @@ DecoderLayer::DecoderLayer(ParamRegistry& reg, const std::string& prefix, const 
       ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
       cfg_(cfg) {}
 
+void DecoderLayer::sublayers(const Mat& x, const SublayerForward& self_fn,
+                             const SublayerForward& cross_fn, const DropoutContext& dctx,
+                             DecoderLayerCache& cache, Mat& h1, Mat& h2, Mat& y) const {
+  residual_forward(x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx, self_fn,
+                   cache.self_attn_res, h1);
+  residual_forward(h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx, cross_fn,
+                   cache.cross_attn_res, h2);
+  // Captures two pointers, which std::function stores in place: no allocation per step.
+  const std::pair<const DropoutContext*, FeedForwardCache*> ffn_args{&dctx, &cache.ffn};
+  residual_forward(
+      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      [this, &ffn_args](const Mat& in, Mat& out) {
+        ffn.forward(in, sc(cfg_.ffn_dropout), *ffn_args.first, *ffn_args.second, out);
+      },
+      cache.ffn_res, y);
+}
+
 void DecoderLayer::forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
                            const std::vector<int>& tgt_lengths,
                            const std::vector<int>& src_lengths, const DropoutContext& dctx,
@@ -86,24 +104,17 @@ void DecoderLayer::forward(const Mat& x, const Mat& memory, int batch, int tgt_l
   const AttentionMask self_mask{&tgt_lengths, /*causal=*/true, /*query_offset=*/0};
   const AttentionMask cross_mask{&src_lengths, /*causal=*/false, 0};
   Mat h1, h2;
-  residual_forward(
-      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+  sublayers(
+      x,
       [&](const Mat& in, Mat& out) {
         self_attn.forward(in, in, batch, tgt_len, tgt_len, self_mask, sc(cfg_.attention_dropout),
                           dctx, cache.self_attn, out);
       },
-      cache.self_attn_res, h1);
-  residual_forward(
-      h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
       [&](const Mat& in, Mat& out) {
         cross_attn.forward(in, memory, batch, tgt_len, src_len, cross_mask,
                            sc(cfg_.attention_dropout), dctx, cache.cross_attn, out);
       },
-      cache.cross_attn_res, h2);
-  residual_forward(
-      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
-      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
-      cache.ffn_res, y);
+      dctx, cache, h1, h2, y);
 }
 
 void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt_len,
@@ -134,6 +145,72 @@ void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt
                            din);
       },
       cache.self_attn_res, dx);
+}
+
+void DecoderLayer::begin_decoding(const Mat& memory, int rows, int capacity,
+                                  DecoderLayerState& cache) const {
+  cache.self_k.setZero(Index(rows) * capacity, cfg_.d_model);
+  cache.self_v.setZero(Index(rows) * capacity, cfg_.d_model);
+  cache.cross_k.resize(memory.rows(), cfg_.d_model);
+  cache.cross_v.resize(memory.rows(), cfg_.d_model);
+  cross_attn.project_kv(memory, cache.cross_k, cache.cross_v);
+}
+
+namespace {
+
+using CacheRows = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
+
+/// What the two attention sublayers of one DecoderLayer::step read and write (one object, so
+/// that the sublayer functions capture one pointer and std::function does not allocate).
+struct StepAttention {
+  const MultiHeadAttention &self_attn, &cross_attn;
+  const DecoderLayerState& cache;
+  DecoderLayerCache& scratch;
+  CacheRows new_k, new_v;  ///< [n, D] rows b·capacity + pos of the self-attention cache
+  AttentionShape self_shape, cross_shape;
+  AttentionMask self_mask, cross_mask;
+  Eigen::Ref<Mat> self_probs, cross_probs;  ///< [n·H, pos + 1], [n·H, S]
+  Mat no_dropout;
+};
+
+}  // namespace
+
+void DecoderLayer::step(DecoderState& st, size_t layer, int r0, int n, DecoderWorkspace& ws) const {
+  const int pos = st.length;  // absolute position of the fed token
+  const int H = cfg_.n_heads;
+  const Index D = cfg_.d_model;
+  DecoderLayerState& cache = st.layers[layer];
+  const Index first = (Index(r0) * st.capacity + pos) * D;
+  const Eigen::OuterStride<> stride(Index(st.capacity) * D);
+  StepAttention a{self_attn,
+                  cross_attn,
+                  cache,
+                  ws.layer,
+                  CacheRows(cache.self_k.data() + first, n, D, stride),
+                  CacheRows(cache.self_v.data() + first, n, D, stride),
+                  // Masked self-attention over the cache: the query at `pos` sees keys 0..pos.
+                  AttentionShape{n, 1, pos + 1, H, st.capacity, nullptr, r0},
+                  // Cross-attention over the memory projections of each row's sentence.
+                  AttentionShape{n, 1, st.src_len, H, st.src_len, &st.row_source, r0},
+                  AttentionMask{nullptr, /*causal=*/true, /*query_offset=*/pos},
+                  AttentionMask{&st.src_lengths, /*causal=*/false, 0},
+                  st.last_self_probs[layer].middleRows(Index(r0) * H, Index(n) * H),
+                  st.last_cross_probs[layer].middleRows(Index(r0) * H, Index(n) * H),
+                  Mat()};
+  sublayers(
+      ws.x,
+      [&a](const Mat& in, Mat& out) {
+        // The new key/value rows go straight into the cache, then the query attends to it.
+        a.self_attn.project_kv(in, a.new_k, a.new_v);
+        a.self_attn.attend(in, a.cache.self_k, a.cache.self_v, a.self_shape, a.self_mask,
+                           a.no_dropout, a.scratch.self_attn, a.self_probs, out);
+      },
+      [&a](const Mat& in, Mat& out) {
+        a.cross_attn.attend(in, a.cache.cross_k, a.cache.cross_v, a.cross_shape, a.cross_mask,
+                            a.no_dropout, a.scratch.cross_attn, a.cross_probs, out);
+      },
+      DropoutContext{}, ws.layer, ws.h1, ws.h2, ws.y);
+  ws.x.swap(ws.y);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,13 +385,8 @@ DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_l
   st.layers.resize(decoder_.size());
   st.last_self_probs.resize(decoder_.size());
   st.last_cross_probs.resize(decoder_.size());
-  for (size_t l = 0; l < decoder_.size(); ++l) {
-    DecoderLayerState& ls = st.layers[l];
-    ls.self_k.setZero(Index(st.batch) * capacity, cfg_.d_model);
-    ls.self_v.setZero(Index(st.batch) * capacity, cfg_.d_model);
-    decoder_[l].cross_attn.k_proj.forward(memory, ls.cross_k);
-    decoder_[l].cross_attn.v_proj.forward(memory, ls.cross_v);
-  }
+  for (size_t l = 0; l < decoder_.size(); ++l)
+    decoder_[l].begin_decoding(memory, st.batch, capacity, st.layers[l]);
   return st;
 }
 
@@ -383,69 +455,13 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
 
 void Transformer::decode_rows(const std::vector<int32_t>& tokens, DecoderState& st, int r0, int n,
                               DecoderWorkspace& ws, Mat& logits) const {
-  const int pos = st.length;  // absolute position of the fed token
-  const int H = cfg_.n_heads;
-  const Index D = cfg_.d_model;
-  const bool pre_norm = cfg_.pre_norm();
-  const Mat no_dropout;
   ws.tokens.assign(tokens.begin() + r0, tokens.begin() + r0 + n);
-  tgt_embed_->forward(ws.tokens, n, 1, pos, ws.x);
-  ws.ctx.resize(n, D);
-  // A residual sublayer, exactly as residual_forward without dropout (§3.1, §5.4):
-  // pre-norm x ← x + f(LN(x)); post-norm x ← LN(x + f(x)). f reads its input, writes ws.f_out.
-  auto sublayer = [&](const LayerNorm& ln, const auto& f) {
-    if (pre_norm) {
-      ln.forward(ws.x, ws.h, ws.ln);
-      f(ws.h);
-      ws.x += ws.f_out;
-    } else {
-      f(ws.x);
-      ws.f_out += ws.x;
-      ln.forward(ws.f_out, ws.x, ws.ln);
-    }
-  };
-  for (size_t l = 0; l < decoder_.size(); ++l) {
-    const DecoderLayer& layer = decoder_[l];
-    DecoderLayerState& ls = st.layers[l];
-    // Masked self-attention over the cache: the query at position `pos` sees keys 0..pos.
-    // The new key/value rows go straight into the cache (row b·capacity + pos of each row b).
-    sublayer(layer.self_attn_norm, [&](const Mat& in) {
-      using Strided = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
-      const Eigen::OuterStride<> stride(Index(st.capacity) * D);
-      const Index first = (Index(r0) * st.capacity + pos) * D;
-      layer.self_attn.q_proj.forward(in, ws.q);
-      layer.self_attn.k_proj.forward_into(in, Strided(ls.self_k.data() + first, n, D, stride));
-      layer.self_attn.v_proj.forward_into(in, Strided(ls.self_v.data() + first, n, D, stride));
-      AttentionShape shape{n, 1, pos + 1, H, st.capacity};
-      shape.batch_offset = r0;
-      const AttentionMask mask{nullptr, /*causal=*/true, /*query_offset=*/pos};
-      scaled_dot_product_attention_into(ws.q, ls.self_k, ls.self_v, shape, mask, no_dropout,
-                                        st.last_self_probs[l].middleRows(Index(r0) * H, Index(n) * H),
-                                        ws.ctx);
-      layer.self_attn.out_proj.forward(ws.ctx, ws.f_out);
-    });
-    // Cross-attention over the cached memory projections: key padding only.
-    sublayer(layer.cross_attn_norm, [&](const Mat& in) {
-      layer.cross_attn.q_proj.forward(in, ws.q);
-      AttentionShape shape{n, 1, st.src_len, H, st.src_len, &st.row_source};
-      shape.batch_offset = r0;
-      const AttentionMask mask{&st.src_lengths, /*causal=*/false, 0};
-      scaled_dot_product_attention_into(ws.q, ls.cross_k, ls.cross_v, shape, mask, no_dropout,
-                                        st.last_cross_probs[l].middleRows(Index(r0) * H, Index(n) * H),
-                                        ws.ctx);
-      layer.cross_attn.out_proj.forward(ws.ctx, ws.f_out);
-    });
-    // Feed-forward, as FeedForward::forward without dropout.
-    sublayer(layer.ffn_norm, [&](const Mat& in) {
-      layer.ffn.linear1.forward(in, ws.hidden);
-      ws.hidden.array() = ws.hidden.array().max(Scalar(0));
-      layer.ffn.linear2.forward(ws.hidden, ws.f_out);
-    });
-  }
+  tgt_embed_->forward(ws.tokens, n, 1, st.length, ws.x);
+  for (size_t l = 0; l < decoder_.size(); ++l) decoder_[l].step(st, l, r0, n, ws);
   const Mat* out = &ws.x;
   if (dec_norm_) {
-    dec_norm_->forward(ws.x, ws.h, ws.ln);
-    out = &ws.h;
+    dec_norm_->forward(ws.x, ws.out, ws.ln);
+    out = &ws.out;
   }
   output_projection(*out, logits.middleRows(r0, n));
 }

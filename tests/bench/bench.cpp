@@ -17,9 +17,10 @@
 //                         (teacher forced) on the whole prefix each step, last position's logits
 //   decode_cached_b1|b64  greedy, 20 tokens, begin_decoding + decode_step (key/value cache),
 //                         argmax driven here (EOS does not stop decoding)
-//   greedy_api_b1|b64     greedy through anuvad::decode_batch (beam_size 1, max_length 20),
-//                         EOS logit suppressed (output_projection.bias[EOS] = -1e9)
-//   beam4_cached_b1|b64   beam search through anuvad::decode_batch (beam_size 4, max_length 20),
+//   greedy_api_b1|b64     greedy through anuvad::Translator (decode_batch in mini-batches of
+//                         1 or 64; beam_size 1, max_length 20), EOS logit suppressed
+//                         (output_projection.bias[EOS] = -1e9)
+//   beam4_cached_b1|b64   beam search through anuvad::Translator (beam_size 4, max_length 20),
 //                         EOS suppressed so that every hypothesis has exactly 20 tokens
 //   decode_length         cached greedy at batch 1 for --lengths output tokens (default
 //                         20,40,80,100; max_positions raised): ms per token, one line per length
@@ -52,7 +53,7 @@
 #include "anuvad/train/adam.h"
 #include "anuvad/nn/batch.h"
 #include "anuvad/nn/config.h"
-#include "anuvad/decode/decode.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/nn/loss.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/nn/transformer.h"
@@ -396,13 +397,15 @@ Outputs greedy_naive(const Transformer& model, const Sources& srcs, int n_tokens
   return out;
 }
 
-Outputs via_decode_batch(const Transformer& model, const Sources& srcs, int beam, int n_tokens) {
+/// Through the Translator (decode_batch in mini-batches of `batch` sentences, as `translate`).
+Outputs via_translator(const Transformer& model, const Sources& srcs, int beam, int n_tokens,
+                       int batch) {
   DecodeOptions o;
   o.beam_size = beam;
   o.n_best = 1;
   o.max_length = n_tokens;
   Outputs out;
-  for (auto& nb : decode_batch(model, srcs, o)) {
+  for (auto& nb : Translator(model, o, batch).translate(srcs)) {
     if (static_cast<int>(nb.front().tokens.size()) != n_tokens) {
       std::cerr << "anuvad_bench: a hypothesis has " << nb.front().tokens.size()
                 << " tokens, expected " << n_tokens << "\n";
@@ -452,10 +455,11 @@ void bench_decode(const Args& a, const BenchConfig& c) {
   for (int i = 0; i < n_sent; i += batch)
     batches.emplace_back(sents.begin() + i, sents.begin() + std::min(i + batch, n_sent));
 
+  const bool api = kind == "greedy_api" || kind == "beam4";
   auto run = [&](const Sources& srcs, int n_tok) -> Outputs {
     if (kind == "naive") return greedy_naive(model, srcs, n_tok);
     if (kind == "cached") return greedy_cached(model, srcs, n_tok);
-    return via_decode_batch(model, srcs, kind == "beam4" ? 4 : 1, n_tok);
+    return via_translator(model, srcs, kind == "beam4" ? 4 : 1, n_tok, batch);
   };
   const double rss_before = peak_rss_mib();
   run(Sources(sents.begin(), sents.begin() + 1), 3);  // warm-up, as torch_ref
@@ -464,8 +468,12 @@ void bench_decode(const Args& a, const BenchConfig& c) {
   for (int r = 0; r < a.repeats; ++r) {
     outputs.clear();
     const auto t0 = Clock::now();
-    for (const auto& bt : batches)
-      for (auto& o : run(bt, kDecodeLen)) outputs.push_back(std::move(o));
+    if (api) {  // the Translator cuts the batches itself (by length: the same batches here)
+      outputs = run(Sources(sents.begin(), sents.begin() + n_sent), kDecodeLen);
+    } else {
+      for (const auto& bt : batches)
+        for (auto& o : run(bt, kDecodeLen)) outputs.push_back(std::move(o));
+    }
     times.push_back(seconds(t0, Clock::now()));
   }
   const double peak = peak_rss_mib();

@@ -97,6 +97,20 @@ class MultiHeadAttention {
                 int n_keys, const AttentionMask& mask, const AttentionCache& cache, Mat& dx_q,
                 Mat& dx_kv) const;
 
+  /// Keys k = x_kv·W_kᵀ + b_k and values v = x_kv·W_vᵀ + b_v, x_kv [N, D] → k, v [N, D], into
+  /// existing blocks (whole matrices, or the new rows of a key/value cache). Throws ShapeError
+  /// on a size mismatch.
+  void project_kv(const Eigen::Ref<const Mat>& x_kv, Eigen::Ref<Mat> k, Eigen::Ref<Mat> v) const;
+
+  /// The query side of attention over keys/values already projected by project_kv, shared by
+  /// forward and the incremental decoder's cached step: q = x_q·W_qᵀ + b_q into cache.q
+  /// [B·Tq, D], the kernel (scaled_dot_product_attention_into: `shape`, `mask`, `drop`) into
+  /// probs [B·H·Tq, Tk] (caller-sized) and cache.ctx [B·Tq, D], then y = ctx·W_oᵀ + b_o
+  /// [B·Tq, D]. Throws ShapeError on a size mismatch.
+  void attend(const Eigen::Ref<const Mat>& x_q, const Mat& k, const Mat& v,
+              const AttentionShape& shape, const AttentionMask& mask, const Mat& drop,
+              AttentionCache& cache, Eigen::Ref<Mat> probs, Mat& y) const;
+
   int n_heads() const { return n_heads_; }
   Linear q_proj, k_proj, v_proj, out_proj;
 

@@ -44,16 +44,24 @@ class EncoderLayer {
   const ModelConfig& cfg_;
 };
 
-/// Cache of one decoder layer's teacher-forced forward pass.
+/// Cache of one decoder layer's teacher-forced forward pass (also the sublayer scratch of an
+/// incremental step, see DecoderWorkspace).
 struct DecoderLayerCache {
   ResidualCache self_attn_res, cross_attn_res, ffn_res;
   AttentionCache self_attn, cross_attn;
   FeedForwardCache ffn;
 };
 
+struct DecoderLayerState;
+struct DecoderState;
+struct DecoderWorkspace;
+
 /// Decoder layer: masked (causal) self-attention, cross-attention over `memory` (source key
 /// padding only, not causal), feed-forward (§3.1). Parameters under
 /// "<prefix>.{self_attn,self_attn_norm,cross_attn,cross_attn_norm,ffn,ffn_norm}".
+/// One class for both decoder paths (as CTranslate2's TransformerDecoderLayer): the
+/// teacher-forced `forward` over whole target sequences and the cached incremental `step`
+/// run the same sublayer code, the step with keys/values from a cache and no dropout.
 class DecoderLayer {
  public:
   DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
@@ -66,11 +74,31 @@ class DecoderLayer {
                 const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
                 const DecoderLayerCache& cache, Mat& dx, Mat& dmemory) const;
 
+  /// Starts incremental decoding: cross-attention keys/values of memory [B·S, D] projected
+  /// once into cache.cross_k/cross_v [B·S, D], and an all-zero self-attention cache of
+  /// rows·capacity rows (rows = B·beam_size hypotheses).
+  void begin_decoding(const Mat& memory, int rows, int capacity, DecoderLayerState& cache) const;
+  /// One incremental step of the rows r0..r0+n−1 of `st`, one new token per row at absolute
+  /// position st.length: ws.x [n, D] (the layer input) → ws.x (the layer output). The rows'
+  /// self-attention keys/values are appended to st.layers[layer] (row b·capacity + length of
+  /// each row b) and the query attends to the cached keys 0..length; cross-attention reads
+  /// the cached memory projections. The rows' attention weights go to
+  /// st.last_self_probs[layer] / st.last_cross_probs[layer] (rows b·H + h). Blocks of
+  /// disjoint rows may run in parallel. Throws ShapeError on a size mismatch.
+  void step(DecoderState& st, size_t layer, int r0, int n, DecoderWorkspace& ws) const;
+
   MultiHeadAttention self_attn, cross_attn;
   FeedForward ffn;
   LayerNorm self_attn_norm, cross_attn_norm, ffn_norm;
 
  private:
+  /// The three residual sublayers (§3.1), written once for forward and step: x → h1 by
+  /// self-attention (`self_fn`), h1 → h2 by cross-attention (`cross_fn`), h2 → y by the
+  /// feed-forward network; all [N, D]. Dropout and norm placement as the config says.
+  void sublayers(const Mat& x, const SublayerForward& self_fn, const SublayerForward& cross_fn,
+                 const DropoutContext& dctx, DecoderLayerCache& cache, Mat& h1, Mat& h2,
+                 Mat& y) const;
+
   const ModelConfig& cfg_;
 };
 
@@ -99,15 +127,14 @@ struct DecoderLayerState {
 };
 
 /// Scratch buffers of one block of decoder rows in decode_step, reused every step so that the
-/// per-token loop does not allocate (n = rows of the block, F = d_ff).
+/// per-token loop does not allocate (n = rows of the block).
 struct DecoderWorkspace {
-  TokenIds tokens;   ///< [n] the block's input tokens
-  Mat x;             ///< [n, D] residual stream
-  Mat h;             ///< [n, D] sublayer input (pre-norm: LN(x)) / final LayerNorm output
-  Mat f_out;         ///< [n, D] sublayer output
-  Mat q, ctx;        ///< [n, D] attention queries and concatenated head outputs
-  Mat hidden;        ///< [n, F] feed-forward hidden layer
-  LayerNormCache ln;
+  TokenIds tokens;          ///< [n] the block's input tokens
+  Mat x, y;                 ///< [n, D] input and output of the current layer (swapped)
+  Mat h1, h2;               ///< [n, D] outputs of the self- and cross-attention sublayers
+  Mat out;                  ///< [n, D] final LayerNorm output (pre-norm)
+  DecoderLayerCache layer;  ///< sublayer scratch (queries, contexts, FFN hidden [n, d_ff], ...)
+  LayerNormCache ln;        ///< of the final LayerNorm
 };
 
 /// State of the incremental decoder: `batch` rows (hypotheses) decoded in lockstep, row r

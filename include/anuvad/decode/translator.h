@@ -1,0 +1,53 @@
+// Translation of many sentences: batching and ordering around decode_batch.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "anuvad/decode/decode.h"
+#include "anuvad/nn/batch.h"
+#include "anuvad/text/tokenizer.h"
+
+namespace anuvad {
+
+/// Translates lists of sources with decode_batch: the sources are ordered by length (a stable
+/// sort, so equal lengths keep input order), cut into mini-batches of `mini_batch` sentences
+/// (less padding; decode_batch's results do not depend on the batch), and the results come
+/// back in input order. What `translate`, `evaluate`, training validation and the benchmark
+/// run.
+class Translator {
+ public:
+  /// mini_batch: sentences decoded together (values below 1 count as 1). The model must
+  /// outlive the Translator.
+  Translator(const Transformer& model, const DecodeOptions& opts, int mini_batch);
+
+  /// The opts.n_best hypotheses of each source (subword ids without EOS), best first, in input
+  /// order. Throws as decode_batch.
+  std::vector<std::vector<Hypothesis>> translate(const std::vector<std::vector<int32_t>>& sources) const;
+  /// The best hypothesis of each source detokenized with `tgt`, in input order.
+  std::vector<std::string> translate_text(const std::vector<std::vector<int32_t>>& sources,
+                                          const Tokenizer& tgt) const;
+
+  const DecodeOptions& options() const { return opts_; }
+
+ private:
+  /// Decodes the sources mini-batch by mini-batch and hands each source's n-best list with its
+  /// input index to `sink`, in length order.
+  void run(const std::vector<std::vector<int32_t>>& sources,
+           const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink) const;
+
+  const Transformer& model_;
+  DecodeOptions opts_;
+  size_t mini_batch_;
+};
+
+/// Translations (the best hypothesis, detokenized with `tgt`) of the sources of `examples`,
+/// decoded `mini_batch` sentences at a time in order of source length, in input order: a
+/// Translator run. The default options are greedy search.
+std::vector<std::string> best_translations(const Transformer& model,
+                                           const std::vector<Example>& examples,
+                                           const Tokenizer& tgt, int mini_batch,
+                                           const DecodeOptions& decode = {});
+
+}  // namespace anuvad
