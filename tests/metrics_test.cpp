@@ -23,6 +23,7 @@
 #include "anuvad/core/error.h"
 #include "anuvad/text/metrics.h"
 #include "anuvad/text/tokenizer.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/nn/transformer.h"
 #include "support/test_support.h"
@@ -503,7 +504,7 @@ TEST_CASE("chrf/bleu validation leaves training unchanged and logs every metric"
 
   // The last validation ran on the final model: its translations are in the output file and
   // its chrF / BLEU are those of the metrics library.
-  const Strings hyps = translate_examples(b, s.examples, *s.tgt, 32);
+  const Strings hyps = best_translations(b, s.examples, *s.tgt, 32);
   std::ifstream in(out_path);
   Strings lines;
   for (std::string line; std::getline(in, line);) lines.push_back(line);

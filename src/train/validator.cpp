@@ -11,6 +11,7 @@
 #include "anuvad/core/error.h"
 #include "anuvad/nn/loss.h"
 #include "anuvad/text/metrics.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/train/batcher.h"
 
 namespace anuvad {
@@ -79,27 +80,6 @@ std::vector<TrackedMetric> tracked(const std::vector<std::unique_ptr<Validator>>
 const std::vector<std::string>& valid_metric_names() {
   static const std::vector<std::string> names{"cross-entropy", "perplexity", "chrf", "bleu"};
   return names;
-}
-
-std::vector<std::string> translate_examples(const Transformer& model,
-                                            const std::vector<Example>& examples,
-                                            const Tokenizer& tgt, int mini_batch,
-                                            const DecodeOptions& decode) {
-  std::vector<size_t> order(examples.size());
-  std::iota(order.begin(), order.end(), size_t{0});
-  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) {
-    return examples[a].src.size() < examples[b].src.size();
-  });
-  const size_t step = static_cast<size_t>(std::max(mini_batch, 1));
-  std::vector<std::string> out(examples.size());
-  for (size_t begin = 0; begin < order.size(); begin += step) {
-    const size_t end = std::min(order.size(), begin + step);
-    std::vector<std::vector<int32_t>> sources;
-    for (size_t k = begin; k < end; ++k) sources.push_back(examples[order[k]].src);
-    const auto hyps = decode_batch(model, sources, decode);
-    for (size_t k = begin; k < end; ++k) out[order[k]] = tgt.decode(hyps[k - begin].at(0).tokens);
-  }
-  return out;
 }
 
 std::vector<Example> make_examples(const std::vector<std::pair<std::string, std::string>>& pairs,
@@ -218,7 +198,7 @@ ValidationResult Validation::run(const Transformer& model, int64_t step) {
   in.cross_entropy = std::numeric_limits<double>::quiet_NaN();
   if (want_cross_entropy_) in.cross_entropy = evaluate_cross_entropy(model, examples_, opts_.batch_tokens);
   if (translate_) {
-    in.translations = translate_examples(model, examples_, *text_->tgt_tokenizer, opts_.valid_mini_batch);
+    in.translations = best_translations(model, examples_, *text_->tgt_tokenizer, opts_.valid_mini_batch);
     in.references = &text_->references;
     if (!opts_.valid_translation_output.empty()) write_lines(opts_.valid_translation_output, in.translations);
   }

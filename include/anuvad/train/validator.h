@@ -29,15 +29,6 @@ struct ValidationText {
 /// Validation metric names accepted in TrainOptions::valid_metrics.
 const std::vector<std::string>& valid_metric_names();
 
-/// Translations (the best hypothesis, detokenized with `tgt`) of the sources of `examples`,
-/// decoded with decode_batch `mini_batch` sentences at a time in order of source length (less
-/// padding; decode_batch results do not depend on the batch); results are in input order.
-/// The default options are greedy search.
-std::vector<std::string> translate_examples(const Transformer& model,
-                                            const std::vector<Example>& examples,
-                                            const Tokenizer& tgt, int mini_batch,
-                                            const DecodeOptions& decode = {});
-
 /// Mean cross-entropy per target token (no smoothing, no dropout) of `examples`, batched by
 /// `batch_tokens`: nats per token.
 double evaluate_cross_entropy(const Transformer& model, const std::vector<Example>& examples,
