@@ -1,6 +1,6 @@
 // The attention dump (attention_dump.h): shapes of every matrix, rows summing to 1, causal
 // decoder self-attention, values equal to the model's to 6 digits, both from a teacher-forced
-// pass and from decode_batch(return_attention); valid JSON and a safe page for hostile text;
+// pass and from beam_search(return_attention); valid JSON and a safe page for hostile text;
 // the document against docs/attention-schema.json (valijson); errors naming the file; atomic
 // writes. The page itself is exercised in Chromium by tests/browser/attention_page_test.sh.
 #include <catch2/catch.hpp>
@@ -199,7 +199,7 @@ TEST_CASE("attention dump of a teacher-forced pass: shapes, row sums, causal dec
   }
 }
 
-TEST_CASE("attention dump of decode_batch (greedy and beam) has the documented shapes", "[attention]") {
+TEST_CASE("attention dump of beam_search (greedy and beam) has the documented shapes", "[attention]") {
   const ModelConfig cfg = test::attention_test_config(2, 2, 4);
   Transformer model(cfg);
   model.init_parameters(5);
@@ -210,7 +210,7 @@ TEST_CASE("attention dump of decode_batch (greedy and beam) has the documented s
       opts.return_attention = true;
       opts.max_length = 12;
       const std::vector<std::vector<int32_t>> sources = {{5, 6, 7}, {8, 9, 10, 11, 12, 13}};
-      const auto hyps = decode_batch(model, sources, opts);
+      const auto hyps = beam_search(model, sources, opts);
       REQUIRE(hyps.size() == sources.size());
       std::vector<AttentionDumpSentence> sentences;
       for (size_t n = 0; n < sources.size(); ++n) {

@@ -59,7 +59,7 @@ TEST_CASE("Beam size 1 equals an independent greedy loop", "[decode][beam]") {
   m.params().find("output_projection.bias")->value(0, kEosId) = -2;
   DecodeOptions o;
   o.max_length = 15;
-  const auto hyps = decode_batch(m, kSources, o);
+  const auto hyps = beam_search(m, kSources, o);
   for (size_t i = 0; i < kSources.size(); ++i)
     CHECK(hyps[i][0].tokens == reference_greedy(m, kSources[i], max_output_length(m.config(), o, int(kSources[i].size()))));
 }
@@ -74,7 +74,7 @@ TEST_CASE("n-best lists are sorted, distinct, and batch-independent under beam s
     o.n_best = 5;
     o.normalize = alpha;
     o.max_length = 12;
-    const auto batched = decode_batch(m, kSources, o);
+    const auto batched = beam_search(m, kSources, o);
     for (size_t i = 0; i < kSources.size(); ++i) {
       const auto& nb = batched[i];
       REQUIRE(nb.size() == 5);
@@ -87,7 +87,7 @@ TEST_CASE("n-best lists are sorted, distinct, and batch-independent under beam s
         CHECK(sum == Approx(nb[j].score).margin(1e-9));
       }
       CHECK(distinct.size() == nb.size());
-      const auto alone = decode_batch(m, {kSources[i]}, o)[0];
+      const auto alone = beam_search(m, {kSources[i]}, o)[0];
       REQUIRE(alone.size() == nb.size());
       for (size_t j = 0; j < nb.size(); ++j) {
         CHECK(alone[j].tokens == nb[j].tokens);
@@ -108,7 +108,7 @@ TEST_CASE("EOS as the first token gives an empty translation", "[decode]") {
   for (int beam : {1, 4}) {
     DecodeOptions o;
     o.beam_size = beam;
-    const auto h = decode_batch(m, {{5, 6, 7}}, o)[0][0];
+    const auto h = beam_search(m, {{5, 6, 7}}, o)[0][0];
     CHECK(h.tokens.empty());
     CHECK(h.finished);
     CHECK(h.token_scores.size() == 1);
@@ -124,7 +124,7 @@ TEST_CASE("The length limit is respected and the n-best list stays complete", "[
     o.beam_size = beam;
     o.n_best = beam;
     o.max_length = 7;
-    const auto nb = decode_batch(m, {{5, 6, 7, 8}}, o)[0];
+    const auto nb = beam_search(m, {{5, 6, 7, 8}}, o)[0];
     REQUIRE(nb.size() == size_t(beam));
     for (const auto& h : nb) {
       CHECK(h.tokens.size() == 7);
@@ -132,7 +132,7 @@ TEST_CASE("The length limit is respected and the n-best list stays complete", "[
     }
     o.max_length = 100;
     o.max_length_factor = 1.0;  // 1·(4 + 1) + 10 = 15 tokens
-    CHECK(decode_batch(m, {{5, 6, 7, 8}}, o)[0][0].tokens.size() == 15);
+    CHECK(beam_search(m, {{5, 6, 7, 8}}, o)[0][0].tokens.size() == 15);
   }
 }
 
@@ -150,7 +150,7 @@ TEST_CASE("Beam search wider than the output space equals exhaustive search", "[
     o.max_length = 3;
     o.normalize = alpha;
     const std::vector<int32_t> src = {5, 6, 7, 8};
-    const auto nb = decode_batch(m, {src}, o)[0];
+    const auto nb = beam_search(m, {src}, o)[0];
     // Exhaustive: score every output with forced decoding (teacher forcing, not the cache).
     struct Scored {
       std::vector<int32_t> tokens;
@@ -188,7 +188,7 @@ TEST_CASE("Attention records of the cached decode equal one teacher-forced pass,
     o.beam_size = beam;
     o.max_length = 10;
     o.return_attention = true;
-    const auto out = decode_batch(m, {kSources[1], kSources[0]}, o);
+    const auto out = beam_search(m, {kSources[1], kSources[0]}, o);
     for (size_t i = 0; i < 2; ++i) {
       const Hypothesis& h = out[i][0];
       const std::vector<int32_t>& src = i == 0 ? kSources[1] : kSources[0];
@@ -229,7 +229,7 @@ TEST_CASE("Every n-best hypothesis's attention (shared through parent pointers) 
   o.n_best = 4;
   o.max_length = 6;
   o.return_attention = true;
-  const auto out = decode_batch(m, {kSources[3], kSources[2]}, o);
+  const auto out = beam_search(m, {kSources[3], kSources[2]}, o);
   const int H = m.config().n_heads;
   int unfinished = 0;
   for (size_t i = 0; i < 2; ++i) {
@@ -266,7 +266,7 @@ namespace {
 /// self-attention weights 100·t + 10·row + key and cross weights 1000 + 10·row + key at step t.
 DecoderState fake_step_state(int rows, int t, int src_len) {
   DecoderState st;
-  st.batch = rows;
+  st.batch_size = rows;
   st.last_self_probs.assign(1, Mat(rows, t + 1));
   st.last_cross_probs.assign(1, Mat(rows, src_len));
   for (int r = 0; r < rows; ++r) {
@@ -407,13 +407,13 @@ TEST_CASE("The Translator returns every result in input order, equal to unbatche
       REQUIRE(text_out.size() == sources.size());
       for (size_t i = 0; i < sources.size(); ++i) {
         INFO("beam " << beam << ", mini-batch " << mini_batch << ", sentence " << i);
-        const auto alone = decode_batch(m, {sources[i]}, o)[0];
+        const auto alone = beam_search(m, {sources[i]}, o)[0];
         REQUIRE(got[i].size() == alone.size());
         for (size_t j = 0; j < alone.size(); ++j) {
           CHECK(got[i][j].tokens == alone[j].tokens);
           CHECK(got[i][j].score == Approx(alone[j].score).margin(1e-4));
         }
-        CHECK(text_out[i] == tok.decode(alone[0].tokens));
+        CHECK(text_out[i] == tok.detokenize(alone[0].tokens));
       }
     }
   }

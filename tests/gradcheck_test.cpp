@@ -246,13 +246,13 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
     EncoderLayer enc(reg, "enc", cfg);
     DecoderLayer dec(reg, "dec", cfg);
     randomize(reg, 40);
-    Mat x_src = random_mat(Index(b.batch) * b.src_len, cfg.d_model, 41);
-    Mat x_tgt = random_mat(Index(b.batch) * b.tgt_len, cfg.d_model, 42);
+    Mat x_src = random_mat(Index(b.batch_size) * b.src_len, cfg.d_model, 41);
+    Mat x_tgt = random_mat(Index(b.batch_size) * b.tgt_len, cfg.d_model, 42);
     const Mat r_tgt = random_mat(x_tgt.rows(), cfg.d_model, 43);
     // L = Σ R ⊙ decoder(x_tgt, memory = encoder(x_src)): exercises dmemory as well.
     auto run = [&](EncoderLayerCache& ec, DecoderLayerCache& dc, Mat& mem, Mat& y) {
-      enc.forward(x_src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, ec, mem);
-      dec.forward(x_tgt, mem, b.batch, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths,
+      enc.forward(x_src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, ec, mem);
+      dec.forward(x_tgt, mem, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths,
                   DropoutContext{}, dc, y);
     };
     auto loss = [&] {
@@ -267,8 +267,8 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
     Mat mem, y, dx_tgt, dx_src;
     run(ec, dc, mem, y);
     Mat dmem = Mat::Zero(mem.rows(), mem.cols());
-    dec.backward(r_tgt, mem, b.batch, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths, dc, dx_tgt, dmem);
-    enc.backward(dmem, b.batch, b.src_len, b.src_lengths, ec, dx_src);
+    dec.backward(r_tgt, mem, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths, dc, dx_tgt, dmem);
+    enc.backward(dmem, b.batch_size, b.src_len, b.src_lengths, ec, dx_src);
     INFO(norm << "-norm");
     CHECK(max_grad_error(x_tgt, dx_tgt, loss) < kTol);
     CHECK(max_grad_error(x_src, dx_src, loss) < kTol);

@@ -43,9 +43,9 @@ void naive_attention(const Mat& q, const Mat& k, const Mat& v, const AttentionSh
                      const std::vector<int>* key_lengths, bool causal, int query_offset,
                      Mat& probs, Mat& ctx) {
   const int dh = static_cast<int>(q.cols()) / s.n_heads;
-  probs.setZero(Index(s.batch) * s.n_heads * s.n_queries, s.n_keys);
+  probs.setZero(Index(s.batch_size) * s.n_heads * s.n_queries, s.n_keys);
   ctx.setZero(q.rows(), q.cols());
-  for (int b = 0; b < s.batch; ++b)
+  for (int b = 0; b < s.batch_size; ++b)
     for (int h = 0; h < s.n_heads; ++h)
       for (int i = 0; i < s.n_queries; ++i) {
         std::vector<double> score(s.n_keys);
@@ -185,17 +185,17 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
       ForwardCache cache;
       Mat logits;
       model.forward(b, DropoutContext{}, cache, logits);
-      DecoderState st = model.begin_decoding(cache.memory, b.batch, b.src_len, b.src_lengths, b.tgt_len);
-      CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch, 50), st, logits), ShapeError);  // id ≥ V
+      DecoderState st = model.begin_decoding(cache.memory, b.batch_size, b.src_len, b.src_lengths, b.tgt_len);
+      CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch_size, 50), st, logits), ShapeError);  // id ≥ V
       CHECK(st.length == 0);
       double worst = 0;
       for (int t = 0; t < b.tgt_len; ++t) {
-        std::vector<int32_t> tokens(b.batch);
-        for (int i = 0; i < b.batch; ++i) tokens[i] = b.tgt_in[Index(i) * b.tgt_len + t];
+        std::vector<int32_t> tokens(b.batch_size);
+        for (int i = 0; i < b.batch_size; ++i) tokens[i] = b.tgt_in[Index(i) * b.tgt_len + t];
         Mat step_logits;
         model.decode_step(tokens, st, step_logits);
         CHECK(st.length == t + 1);
-        for (int i = 0; i < b.batch; ++i) {
+        for (int i = 0; i < b.batch_size; ++i) {
           if (t >= b.tgt_lengths[i]) continue;  // only real (non-PAD) positions
           const Mat ref = logits.row(Index(i) * b.tgt_len + t);
           const Mat got = step_logits.row(i);
@@ -213,7 +213,7 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
       INFO(norm << "-norm, batch " << n << ": largest relative logit deviation " << worst);
       CHECK(worst < 1e-5);
       WARN("cache parity " << norm << "-norm batch " << n << ": max rel deviation " << worst);
-      CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch, 4), st, logits), ShapeError);
+      CHECK_THROWS_AS(model.decode_step(std::vector<int32_t>(b.batch_size, 4), st, logits), ShapeError);
     }
   }
   omp_set_num_threads(threads_before);
@@ -254,12 +254,12 @@ TEST_CASE("The inference encoder gives the training encoder's memory and attenti
     const Batch b = batch_of({{{5, 6, 7, 8, 9, 10}, {11, 12}}, {{7, 8}, {18, 19, 20}}});
     ForwardCache train, infer;
     infer.inference = true;
-    model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, train);
-    model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, infer);
+    model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, train);
+    model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, infer);
     CHECK(infer.memory == train.memory);
     for (size_t l = 0; l < train.enc.size(); ++l) CHECK(infer.enc[l].self_attn.probs == train.enc[l].self_attn.probs);
     Mat logits;
-    model.decode(b.tgt_in, b.batch, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, DropoutContext{}, infer, logits);
+    model.decoder_forward(b.tgt_in, b.batch_size, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, DropoutContext{}, infer, logits);
     CHECK_THROWS_AS(model.backward(b, logits, infer), ShapeError);
   }
 }

@@ -143,7 +143,7 @@ anuvad::Batch fixture_batch(const json& fx) {
       for (const auto& id : row) out.push_back(id.get<int32_t>());
     return out;
   };
-  REQUIRE(b.batch == jb.at("B").get<int>());
+  REQUIRE(b.batch_size == jb.at("B").get<int>());
   REQUIRE(b.src_len == jb.at("S").get<int>());
   REQUIRE(b.tgt_len == jb.at("T").get<int>());
   REQUIRE(b.src == flatten(jb.at("src")));
@@ -174,7 +174,7 @@ void check_teacher_forced(const std::string& which) {
   REQUIRE(cfg.tie_output == fx.at("config").at("tie_output").get<bool>());
   REQUIRE(fx.at("label_smoothing").get<double>() == kLabelSmoothing);
   const anuvad::Batch b = fixture_batch(fx);
-  const int B = b.batch, S = b.src_len, T = b.tgt_len, H = cfg.n_heads;
+  const int B = b.batch_size, S = b.src_len, T = b.tgt_len, H = cfg.n_heads;
   Report report(which + "-norm, teacher-forced");
 
   anuvad::ForwardCache cache;
@@ -298,7 +298,7 @@ void check_incremental(const std::string& which) {
   const anuvad::Transformer& model = *m.transformer;
   const anuvad::ModelConfig& cfg = model.config();
   const anuvad::Batch b = fixture_batch(fx);
-  const int B = b.batch, S = b.src_len, T = b.tgt_len, H = cfg.n_heads;
+  const int B = b.batch_size, S = b.src_len, T = b.tgt_len, H = cfg.n_heads;
   const Index V = cfg.tgt_vocab_size;
   Report report(which + "-norm, KV-cached decoder");
 

@@ -70,11 +70,11 @@ TEST_CASE("tokenizer: special ids, unknown characters, empty input, bad models",
     CHECK(std::count(ids.begin(), ids.end(), kUnkId) == 1);
     const auto mixed = tok.encode("हम ☃ हैं");
     CHECK(std::count(mixed.begin(), mixed.end(), kUnkId) == 1);
-    CHECK_THAT(tok.decode(mixed), Contains("⁇"));
+    CHECK_THAT(tok.detokenize(mixed), Contains("⁇"));
   }
   SECTION("the empty string encodes to no ids and decodes back") {
     CHECK(tok.encode("").empty());
-    CHECK(tok.decode({}).empty());
+    CHECK(tok.detokenize({}).empty());
   }
   SECTION("decode skips PAD, BOS and EOS and ignores out-of-range ids") {
     const std::string s = "हम दोस्त हैं।";
@@ -83,10 +83,10 @@ TEST_CASE("tokenizer: special ids, unknown characters, empty input, bad models",
     ids.push_back(kEosId);
     ids.push_back(kPadId);
     ids.push_back(kPadId);
-    CHECK(tok.decode(ids) == s);
+    CHECK(tok.detokenize(ids) == s);
     ids.push_back(tok.vocab_size() + 5);
     ids.push_back(-7);
-    CHECK(tok.decode(ids) == s);
+    CHECK(tok.detokenize(ids) == s);
   }
   SECTION("invalid serialized models and options are TokenizerErrors") {
     CHECK_THROWS_AS(Tokenizer::from_serialized("garbage"), TokenizerError);
@@ -113,10 +113,10 @@ TEST_CASE("tokenizer: decode(encode(s)) == s over the bundled corpus", "[io][tok
     size_t train_failures = 0;
     for (const auto& p : bundled("train.tsv")) {
       const std::string& s = target ? p.tgt : p.src;
-      if (tok.decode(tok.encode(s)) != s) {
+      if (tok.detokenize(tok.encode(s)) != s) {
         ++train_failures;
         FAIL_CHECK(p.origin << ": does not round-trip: \"" << s << "\" -> \""
-                            << tok.decode(tok.encode(s)) << "\"");
+                            << tok.detokenize(tok.encode(s)) << "\"");
       }
     }
     CHECK(train_failures == 0);
@@ -135,7 +135,7 @@ TEST_CASE("tokenizer: decode(encode(s)) == s over the bundled corpus", "[io][tok
           }
         unseen_lines += has_unseen;
         const auto ids = tok.encode(s);
-        if (tok.decode(ids) != s) {
+        if (tok.detokenize(ids) != s) {
           ++failures;
           if (!has_unseen)
             FAIL_CHECK(p.origin << ": only seen characters but does not round-trip: \"" << s << "\"");

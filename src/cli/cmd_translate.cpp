@@ -27,7 +27,7 @@ struct TranslateOptions {
   std::vector<std::string> sentences;
   DecodeOptions decode;
   bool word_scores = false;
-  bool n_best = false;
+  bool print_n_best = false;  ///< --n-best: print every hypothesis of the beam (Moses format)
   int mini_batch = 16;
   int maxi_batch = 100;
   std::string alignment;    ///< "", "hard", "soft" or a threshold in (0, 1]
@@ -77,11 +77,11 @@ class LinePrinter {
                         std::to_string(cfg_.decoder_layers - 1) + "] or -1 for the last");
   }
 
-  /// What decode_batch is asked for: all beam-size hypotheses with --n-best, attention for
+  /// What beam_search is asked for: all beam-size hypotheses with --n-best, attention for
   /// --alignment, --attention and --html.
   static DecodeOptions decode_options(const TranslateOptions& o) {
     DecodeOptions d = o.decode;
-    d.n_best = o.n_best ? d.beam_size : 1;
+    d.n_best = o.print_n_best ? d.beam_size : 1;
     d.return_attention = !o.alignment.empty() || dumping(o);
     return d;
   }
@@ -107,7 +107,7 @@ class LinePrinter {
       }
       for (const Hypothesis& h : result[i]) {
         print(h);
-        if (!o_.n_best) break;
+        if (!o_.print_n_best) break;
       }
     }
     std::cout << std::flush;
@@ -132,11 +132,11 @@ class LinePrinter {
   };
 
   void print(const Hypothesis& h) const {
-    if (o_.n_best) std::cout << sentence_id_ << " ||| ";
-    std::cout << m_.tgt_tokenizer->decode(h.tokens);
+    if (o_.print_n_best) std::cout << sentence_id_ << " ||| ";
+    std::cout << m_.tgt_tokenizer->detokenize(h.tokens);
     if (!o_.alignment.empty()) std::cout << " ||| " << format_alignment(h, alignment_, cfg_.n_heads, layer_);
     if (o_.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
-    if (o_.n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
+    if (o_.print_n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
     std::cout << "\n";
   }
 
@@ -153,7 +153,7 @@ class LinePrinter {
 void run_translate(const TranslateOptions& o) {
   configure_threads(o.cpu_threads);
   const AlignmentSpec alignment = o.alignment.empty() ? AlignmentSpec{} : parse_alignment(o.alignment);
-  if (o.decode.n_best > o.decode.beam_size && o.n_best)
+  if (o.decode.n_best > o.decode.beam_size && o.print_n_best)
     throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
   const TranslationModel m = load_model(o.model_path);
   LinePrinter printer(o, m, alignment);
@@ -242,7 +242,7 @@ void setup_translate(CLI::App& app) {
   sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
   sub->add_option("sentences", o->sentences, "Sentences to translate (default: read stdin)");
   add_decode_options(sub, o->decode);
-  sub->add_flag("--n-best", o->n_best,
+  sub->add_flag("--n-best", o->print_n_best,
                 "Print all beam-size hypotheses: ID ||| translation ||| F0= score ||| normalized score");
   sub->add_flag("--word-scores", o->word_scores,
                 "Append ' ||| WordScores= ' and the log-probability of each output token (EOS included)");

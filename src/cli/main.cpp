@@ -19,7 +19,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
-  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score)"};
+  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average)"};
   app.require_subcommand(1);
   anuvad::cli::setup_train(app);
   anuvad::cli::setup_translate(app);

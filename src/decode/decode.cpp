@@ -102,7 +102,7 @@ int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src
   return std::max(limit, 0);
 }
 
-std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
+std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
                                                   const std::vector<std::vector<int32_t>>& sources,
                                                   const DecodeOptions& opts) {
   const ModelConfig& cfg = model.config();
@@ -131,7 +131,7 @@ std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
   std::vector<const Example*> ptrs;
   for (const Example& e : examples) ptrs.push_back(&e);
   const Batch b = make_batch(ptrs);
-  const int N = b.batch;
+  const int N = b.batch_size;
 
   ForwardCache cache;
   cache.inference = true;
@@ -165,7 +165,7 @@ std::vector<Hypothesis> greedy_decode(const Transformer& model,
   o.beam_size = 1;
   o.n_best = 1;
   std::vector<Hypothesis> out;
-  for (auto& n_best : decode_batch(model, sources, o)) out.push_back(std::move(n_best.front()));
+  for (auto& n_best : beam_search(model, sources, o)) out.push_back(std::move(n_best.front()));
   return out;
 }
 
@@ -180,7 +180,7 @@ std::vector<std::vector<double>> forced_scores(const Transformer& model,
   Mat logits;
   model.forward(b, DropoutContext{}, cache, logits);
   const Mat logp = log_softmax_rows(logits);
-  for (int i = 0; i < b.batch; ++i)
+  for (int i = 0; i < b.batch_size; ++i)
     for (int t = 0; t < b.tgt_lengths[i]; ++t) {
       const Index r = Index(i) * b.tgt_len + t;
       out[i].push_back(static_cast<double>(logp(r, b.tgt_out[r])));

@@ -1,4 +1,4 @@
-// Batching and ordering around decode_batch (include/anuvad/decode/translator.h).
+// Batching and ordering around beam_search (include/anuvad/decode/translator.h).
 #include "anuvad/decode/translator.h"
 
 #include <algorithm>
@@ -20,7 +20,7 @@ void Translator::run(const std::vector<std::vector<int32_t>>& sources,
     const size_t end = std::min(order.size(), begin + mini_batch_);
     batch.clear();
     for (size_t k = begin; k < end; ++k) batch.push_back(sources[order[k]]);
-    auto hyps = decode_batch(model_, batch, opts_);
+    auto hyps = beam_search(model_, batch, opts_);
     for (size_t k = begin; k < end; ++k) sink(order[k], std::move(hyps[k - begin]));
   }
 }
@@ -35,7 +35,7 @@ std::vector<std::vector<Hypothesis>> Translator::translate(
 std::vector<std::string> Translator::translate_text(const std::vector<std::vector<int32_t>>& sources,
                                                     const Tokenizer& tgt) const {
   std::vector<std::string> out(sources.size());
-  run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) { out[i] = tgt.decode(n_best.at(0).tokens); });
+  run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) { out[i] = tgt.detokenize(n_best.at(0).tokens); });
   return out;
 }
 

@@ -264,7 +264,7 @@ AttentionDumpSentence attention_dump_sentence(const Tokenizer& src_tokenizer,
   for (int32_t id : s.tgt_ids) s.tgt_pieces.push_back(tgt_tokenizer.piece(id));
   s.tgt_logprobs = h.token_scores;
   s.source_text = source_text;
-  s.translation = tgt_tokenizer.decode(h.tokens);
+  s.translation = tgt_tokenizer.detokenize(h.tokens);
   s.attention = &h.attention;
   return s;
 }

@@ -1,5 +1,7 @@
 // Multi-head attention: the fused masked-softmax kernel and the layer's forward and backward.
-// Derivation of the backward pass: docs/derivations.md §Attention.
+// Backward pass (the softmax Jacobian): with P = softmax(S), S = Q·Kᵀ/√d_k, O = P·V,
+//   dV = Pᵀ·dO,  dP = dO·Vᵀ,  dS = P ⊙ (dP − rowsum(dP ⊙ P)),  dQ = dS·K/√d_k,  dK = dSᵀ·Q/√d_k;
+// checked against finite differences in tests/gradcheck_test.cpp.
 #include "anuvad/nn/attention.h"
 
 #include <algorithm>
@@ -33,7 +35,7 @@ void masked_softmax_row(Row&& row, int n) {
 void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
                                   const AttentionShape& s, const AttentionMask& mask,
                                   const Mat& drop, Mat& probs, Mat& ctx) {
-  probs.resize(Index(s.batch) * s.n_heads * s.n_queries, s.n_keys);
+  probs.resize(Index(s.batch_size) * s.n_heads * s.n_queries, s.n_keys);
   ctx.resize(q.rows(), q.cols());
   scaled_dot_product_attention_into(q, k, v, s, mask, drop, probs, ctx);
 }
@@ -46,22 +48,22 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
   ANUVAD_CHECK_SHAPE(s.n_heads > 0 && d_model % s.n_heads == 0, "attention: n_heads must divide d_model");
   const Index d_head = d_model / s.n_heads;
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(d_head));
-  ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch) * s.n_queries, "attention: q has wrong rows");
-  ANUVAD_CHECK_SHAPE(probs.rows() == Index(s.batch) * s.n_heads * s.n_queries &&
+  ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch_size) * s.n_queries, "attention: q has wrong rows");
+  ANUVAD_CHECK_SHAPE(probs.rows() == Index(s.batch_size) * s.n_heads * s.n_queries &&
                          probs.cols() == s.n_keys && ctx.rows() == q.rows() && ctx.cols() == d_model,
                      "attention: probs/ctx have wrong shape");
-  int n_kv_blocks = s.batch_offset + s.batch;
+  int n_kv_blocks = s.batch_offset + s.batch_size;
   if (s.kv_index != nullptr) {
-    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) >= s.batch_offset + s.batch,
+    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) >= s.batch_offset + s.batch_size,
                        "attention: kv_index size");
     n_kv_blocks = 0;
-    for (int b = 0; b < s.batch; ++b)
+    for (int b = 0; b < s.batch_size; ++b)
       n_kv_blocks = std::max(n_kv_blocks, (*s.kv_index)[s.batch_offset + b] + 1);
   }
   ANUVAD_CHECK_SHAPE(k.rows() >= Index(n_kv_blocks - 1) * s.k_stride + s.n_keys &&
                          v.rows() == k.rows() && k.cols() == d_model && v.cols() == d_model,
                      "attention: k/v have wrong shape");
-  const int n_pairs = s.batch * s.n_heads;
+  const int n_pairs = s.batch_size * s.n_heads;
   // A parallel region costs microseconds: worth it only above ~32k multiply-adds, and never
   // nested (the incremental decoder already runs row blocks in parallel).
   const double work = double(n_pairs) * s.n_queries * s.n_keys * double(d_head);

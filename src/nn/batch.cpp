@@ -16,17 +16,17 @@ int64_t Batch::n_tgt_tokens() const {
 Batch make_batch(const std::vector<const Example*>& examples) {
   ANUVAD_CHECK_SHAPE(!examples.empty(), "make_batch: no examples");
   Batch b;
-  b.batch = static_cast<int>(examples.size());
+  b.batch_size = static_cast<int>(examples.size());
   for (const Example* e : examples) {
     b.src_lengths.push_back(static_cast<int>(e->src.size()) + 1);
     b.tgt_lengths.push_back(static_cast<int>(e->tgt.size()) + 1);
   }
   b.src_len = *std::max_element(b.src_lengths.begin(), b.src_lengths.end());
   b.tgt_len = *std::max_element(b.tgt_lengths.begin(), b.tgt_lengths.end());
-  b.src.assign(size_t(b.batch) * b.src_len, kPadId);
-  b.tgt_in.assign(size_t(b.batch) * b.tgt_len, kPadId);
-  b.tgt_out.assign(size_t(b.batch) * b.tgt_len, kPadId);
-  for (int i = 0; i < b.batch; ++i) {
+  b.src.assign(size_t(b.batch_size) * b.src_len, kPadId);
+  b.tgt_in.assign(size_t(b.batch_size) * b.tgt_len, kPadId);
+  b.tgt_out.assign(size_t(b.batch_size) * b.tgt_len, kPadId);
+  for (int i = 0; i < b.batch_size; ++i) {
     const Example& e = *examples[i];
     int32_t* src = &b.src[size_t(i) * b.src_len];
     std::copy(e.src.begin(), e.src.end(), src);

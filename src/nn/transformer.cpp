@@ -295,7 +295,7 @@ void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<M
   affine_into(h, out_weight_->value, out_bias_->value, logits);
 }
 
-void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
+void Transformer::decoder_forward(const TokenIds& tgt_in, int batch, int tgt_len,
                          const std::vector<int>& tgt_lengths, int src_len,
                          const std::vector<int>& src_lengths, const DropoutContext& dctx,
                          ForwardCache& cache, Mat& logits) const {
@@ -320,8 +320,8 @@ void Transformer::decode(const TokenIds& tgt_in, int batch, int tgt_len,
 
 void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCache& cache,
                           Mat& logits) const {
-  encode(b.src, b.batch, b.src_len, b.src_lengths, dctx, cache);
-  decode(b.tgt_in, b.batch, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, dctx, cache,
+  encode(b.src, b.batch_size, b.src_len, b.src_lengths, dctx, cache);
+  decoder_forward(b.tgt_in, b.batch_size, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, dctx, cache,
          logits);
 }
 
@@ -340,7 +340,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
   Mat dmemory = Mat::Zero(cache.memory.rows(), cache.memory.cols());
   for (size_t l = decoder_.size(); l-- > 0;) {
     Mat dprev;
-    decoder_[l].backward(dx, cache.memory, b.batch, b.tgt_len, b.src_len, b.tgt_lengths,
+    decoder_[l].backward(dx, cache.memory, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths,
                          b.src_lengths, cache.dec[l], dprev, dmemory);
     dx = std::move(dprev);
   }
@@ -354,7 +354,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
   }
   for (size_t l = encoder_.size(); l-- > 0;) {
     Mat dprev;
-    encoder_[l].backward(dx, b.batch, b.src_len, b.src_lengths, cache.enc[l], dprev);
+    encoder_[l].backward(dx, b.batch_size, b.src_len, b.src_lengths, cache.enc[l], dprev);
     dx = std::move(dprev);
   }
   apply_dropout(dx, cache.src_embed_drop);
@@ -374,7 +374,7 @@ DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_l
                          " outside [1, max_positions]");
   ANUVAD_CHECK_SHAPE(beam_size >= 1, "begin_decoding: beam_size must be at least 1");
   DecoderState st;
-  st.batch = batch * beam_size;
+  st.batch_size = batch * beam_size;
   st.capacity = capacity;
   st.src_len = src_len;
   for (int b = 0; b < batch; ++b)
@@ -386,15 +386,15 @@ DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_l
   st.last_self_probs.resize(decoder_.size());
   st.last_cross_probs.resize(decoder_.size());
   for (size_t l = 0; l < decoder_.size(); ++l)
-    decoder_[l].begin_decoding(memory, st.batch, capacity, st.layers[l]);
+    decoder_[l].begin_decoding(memory, st.batch_size, capacity, st.layers[l]);
   return st;
 }
 
 void DecoderState::select_rows(const std::vector<int>& parents) {
-  ANUVAD_CHECK_SHAPE(static_cast<int>(parents.size()) == batch, "select_rows: one parent per row");
+  ANUVAD_CHECK_SHAPE(static_cast<int>(parents.size()) == batch_size, "select_rows: one parent per row");
   bool identity = true;
-  for (int r = 0; r < batch; ++r) {
-    ANUVAD_CHECK_SHAPE(parents[r] >= 0 && parents[r] < batch &&
+  for (int r = 0; r < batch_size; ++r) {
+    ANUVAD_CHECK_SHAPE(parents[r] >= 0 && parents[r] < batch_size &&
                            row_source[parents[r]] == row_source[r],
                        "select_rows: parent of another sentence");
     identity = identity && parents[r] == r;
@@ -403,7 +403,7 @@ void DecoderState::select_rows(const std::vector<int>& parents) {
   for (DecoderLayerState& ls : layers) {
     for (Mat* m : {&ls.self_k, &ls.self_v}) {
       gather_scratch.resize(m->rows(), m->cols());  // same size every time: no reallocation
-      for (int r = 0; r < batch; ++r)
+      for (int r = 0; r < batch_size; ++r)
         gather_scratch.middleRows(Index(r) * capacity, length) =
             m->middleRows(Index(parents[r]) * capacity, length);
       m->swap(gather_scratch);
@@ -413,17 +413,17 @@ void DecoderState::select_rows(const std::vector<int>& parents) {
 
 void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& st,
                               Mat& logits) const {
-  ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch, "decode_step: one token per sentence");
+  ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch_size, "decode_step: one token per sentence");
   ANUVAD_CHECK_SHAPE(st.length < st.capacity, "decode_step: key/value cache is full");
   const Index vocab = tgt_embed_->vocab_size();
   for (int32_t id : tokens)
     ANUVAD_CHECK_SHAPE(id >= 0 && id < vocab,
                        "decode_step: token id " + std::to_string(id) + " out of range");
   const int H = cfg_.n_heads;
-  logits.resize(st.batch, out_weight_->value.rows());
+  logits.resize(st.batch_size, out_weight_->value.rows());
   for (size_t l = 0; l < decoder_.size(); ++l) {
-    st.last_self_probs[l].resize(Index(st.batch) * H, st.length + 1);
-    st.last_cross_probs[l].resize(Index(st.batch) * H, st.src_len);
+    st.last_self_probs[l].resize(Index(st.batch_size) * H, st.length + 1);
+    st.last_cross_probs[l].resize(Index(st.batch_size) * H, st.src_len);
   }
   // Rows are independent given the cache: split them into one block per thread. Each block's
   // matrix products are then single-threaded (Eigen runs serially inside a parallel region),
@@ -431,16 +431,16 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
   constexpr int kMinRowsPerBlock = 8;
   int n_blocks = 1;
   if (!omp_in_parallel())
-    n_blocks = std::max(1, std::min(omp_get_max_threads(), st.batch / kMinRowsPerBlock));
+    n_blocks = std::max(1, std::min(omp_get_max_threads(), st.batch_size / kMinRowsPerBlock));
   if (static_cast<int>(st.workspaces.size()) < n_blocks) st.workspaces.resize(n_blocks);
   if (n_blocks == 1) {
-    decode_rows(tokens, st, 0, st.batch, st.workspaces[0], logits);
+    decode_rows(tokens, st, 0, st.batch_size, st.workspaces[0], logits);
   } else {
     std::exception_ptr error;
 #pragma omp parallel for schedule(static) num_threads(n_blocks)
     for (int blk = 0; blk < n_blocks; ++blk) {
-      const int r0 = int(int64_t(st.batch) * blk / n_blocks);
-      const int r1 = int(int64_t(st.batch) * (blk + 1) / n_blocks);
+      const int r0 = int(int64_t(st.batch_size) * blk / n_blocks);
+      const int r1 = int(int64_t(st.batch_size) * (blk + 1) / n_blocks);
       try {
         decode_rows(tokens, st, r0, r1 - r0, st.workspaces[blk], logits);
       } catch (...) {

@@ -104,7 +104,7 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
   return {ids.begin(), ids.end()};
 }
 
-std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+std::string Tokenizer::detokenize(const std::vector<int32_t>& ids) const {
   // Runs of known pieces are decoded by SentencePiece; an UNK becomes "⁇" with no spaces of its
   // own (SentencePiece's surface " ⁇ " adds one on each side, so the text would re-encode with
   // extra "▁" pieces). A run after an UNK keeps the space its first piece starts with, which

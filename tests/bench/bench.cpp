@@ -17,7 +17,7 @@
 //                         (teacher forced) on the whole prefix each step, last position's logits
 //   decode_cached_b1|b64  greedy, 20 tokens, begin_decoding + decode_step (key/value cache),
 //                         argmax driven here (EOS does not stop decoding)
-//   greedy_api_b1|b64     greedy through anuvad::Translator (decode_batch in mini-batches of
+//   greedy_api_b1|b64     greedy through anuvad::Translator (beam_search in mini-batches of
 //                         1 or 64; beam_size 1, max_length 20), EOS logit suppressed
 //                         (output_projection.bias[EOS] = -1e9)
 //   beam4_cached_b1|b64   beam search through anuvad::Translator (beam_size 4, max_length 20),
@@ -305,7 +305,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
   for (const auto& b : batches) {
     tgt_tokens += static_cast<double>(b.batch.n_tgt_tokens());
     for (int l : b.src_lens) src_tokens += l;
-    padded_tgt += double(b.batch.batch) * b.batch.tgt_len;
+    padded_tgt += double(b.batch.batch_size) * b.batch.tgt_len;
     useful += 3 * forward_flops(c, b.src_lens, b.tgt_lens);
     executed += 3 * forward_flops(c, b.src_lens, b.tgt_lens, b.batch.src_len, b.batch.tgt_len);
   }
@@ -359,16 +359,16 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
                       std::vector<double>* step_seconds = nullptr) {
   const Batch b = source_batch(srcs);
   ForwardCache cache;
-  cache.inference = true;  // as decode_batch (anuvad translate) runs the encoder
-  model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, cache);
-  DecoderState st = model.begin_decoding(cache.memory, b.batch, b.src_len, b.src_lengths, n_tokens);
-  std::vector<int32_t> tokens(static_cast<size_t>(b.batch), kBosId);
-  Outputs out(static_cast<size_t>(b.batch));
+  cache.inference = true;  // as beam_search (anuvad translate) runs the encoder
+  model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, cache);
+  DecoderState st = model.begin_decoding(cache.memory, b.batch_size, b.src_len, b.src_lengths, n_tokens);
+  std::vector<int32_t> tokens(static_cast<size_t>(b.batch_size), kBosId);
+  Outputs out(static_cast<size_t>(b.batch_size));
   Mat logits;
   for (int t = 0; t < n_tokens; ++t) {
     const auto t0 = Clock::now();
     model.decode_step(tokens, st, logits);
-    for (int i = 0; i < b.batch; ++i) {
+    for (int i = 0; i < b.batch_size; ++i) {
       tokens[i] = argmax_row(logits, i);
       out[i].push_back(tokens[i]);
     }
@@ -381,23 +381,23 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
 Outputs greedy_naive(const Transformer& model, const Sources& srcs, int n_tokens) {
   const Batch b = source_batch(srcs);
   ForwardCache cache;
-  model.encode(b.src, b.batch, b.src_len, b.src_lengths, DropoutContext{}, cache);
-  Outputs out(static_cast<size_t>(b.batch));
+  model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, cache);
+  Outputs out(static_cast<size_t>(b.batch_size));
   Mat logits;
   TokenIds tgt_in;
   for (int t = 0; t < n_tokens; ++t) {
     const int T = t + 1;
-    tgt_in.assign(size_t(b.batch) * T, kBosId);
-    for (int i = 0; i < b.batch; ++i)
+    tgt_in.assign(size_t(b.batch_size) * T, kBosId);
+    for (int i = 0; i < b.batch_size; ++i)
       std::copy(out[i].begin(), out[i].end(), tgt_in.begin() + size_t(i) * T + 1);
-    const std::vector<int> lens(static_cast<size_t>(b.batch), T);
-    model.decode(tgt_in, b.batch, T, lens, b.src_len, b.src_lengths, DropoutContext{}, cache, logits);
-    for (int i = 0; i < b.batch; ++i) out[i].push_back(argmax_row(logits, Index(i) * T + T - 1));
+    const std::vector<int> lens(static_cast<size_t>(b.batch_size), T);
+    model.decoder_forward(tgt_in, b.batch_size, T, lens, b.src_len, b.src_lengths, DropoutContext{}, cache, logits);
+    for (int i = 0; i < b.batch_size; ++i) out[i].push_back(argmax_row(logits, Index(i) * T + T - 1));
   }
   return out;
 }
 
-/// Through the Translator (decode_batch in mini-batches of `batch` sentences, as `translate`).
+/// Through the Translator (beam_search in mini-batches of `batch` sentences, as `translate`).
 Outputs via_translator(const Transformer& model, const Sources& srcs, int beam, int n_tokens,
                        int batch) {
   DecodeOptions o;

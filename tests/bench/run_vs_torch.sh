@@ -171,7 +171,7 @@ fi
 if [ "$extras" = 1 ]; then
   echo "== anuvad-only modes" >&2
   for c in "${config_list[@]}"; do
-    # decode_cached again right before the decode_batch modes, so that their ratio to it is
+    # decode_cached again right before the beam_search modes, so that their ratio to it is
     # measured under the same machine load
     for m in decode_cached_b1 greedy_api_b1 beam4_cached_b1 decode_cached_b64 greedy_api_b64 beam4_cached_b64; do
       file=extras ours "$c" "$m"

@@ -7,7 +7,7 @@ Reads every *.jsonl under each RESULTS_DIR (recursively; several folders are mer
 run and an --only-extras run). A line with "impl": "anuvad" comes from
 anuvad_bench, any other line with a "mode" from ../shared/bench/torch_ref.py. Prints:
 training (target tokens/s), greedy decoding (tokens/s), peak RSS per mode, each with the ratio
-ours / torch, then the anuvad-only tables (greedy through decode_batch, beam 4, output-length
+ours / torch, then the anuvad-only tables (greedy through beam_search, beam 4, output-length
 scaling, sentence-length scaling) when those modes were run. Every figure is the median (min–max)
 over the repeats inside one process. RESULTS_DIR/loadavg.tsv (written by run_vs_torch.sh) gives
 the load average seen before each process started.
@@ -89,7 +89,7 @@ def main():
         return out
 
     # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
-    # decode_batch modes; the main tables prefer the main run's rows when both are present.
+    # beam_search modes; the main tables prefer the main run's rows when both are present.
     main_rows = [r for r in ours if r["_file"] != "extras.jsonl"]
     extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
     o = index(extra_rows + main_rows)  # later rows win
@@ -184,7 +184,7 @@ def main():
     # ---- anuvad-only: greedy API and beam search
     extra_modes = ["greedy_api_b1", "greedy_api_b64", "beam4_cached_b1", "beam4_cached_b64"]
     if any(get(o, c, m) for c in configs for m in extra_modes):
-        print("### anuvad: decode_batch (greedy and beam 4), tokens/s, exactly 20 output tokens per sentence "
+        print("### anuvad: beam_search (greedy and beam 4), tokens/s, exactly 20 output tokens per sentence "
               "(EOS logit −1e9)\n")
         print("Output tokens only (a beam-4 sentence counts 20, not 80). 'vs cached greedy' = this mode's "
               "tokens/s over decode_cached at the same batch size (hand-driven decode_step + argmax), "

@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   anuvad::DecodeOptions opts;
   opts.max_length = 8;
   opts.beam_size = 1 + static_cast<int>(size % 3);
-  const auto hyps = anuvad::decode_batch(*model.transformer, {ids}, opts);
+  const auto hyps = anuvad::beam_search(*model.transformer, {ids}, opts);
   if (hyps.size() != 1 || hyps[0].empty()) __builtin_trap();
-  (void)model.tgt_tokenizer->decode(hyps[0][0].tokens);
+  (void)model.tgt_tokenizer->detokenize(hyps[0][0].tokens);
   return 0;
 }

@@ -45,7 +45,7 @@ struct Hypothesis {
 /// Translates a batch of sources (subword ids without EOS) with greedy (beam_size 1) or beam
 /// search; returns opts.n_best hypotheses per source, best first. Results do not depend on
 /// which other sentences are in the batch.
-std::vector<std::vector<Hypothesis>> decode_batch(const Transformer& model,
+std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
                                                   const std::vector<std::vector<int32_t>>& sources,
                                                   const DecodeOptions& opts);
 

@@ -1,4 +1,4 @@
-// Translation of many sentences: batching and ordering around decode_batch.
+// Translation of many sentences: batching and ordering around beam_search.
 #pragma once
 
 #include <functional>
@@ -11,9 +11,9 @@
 
 namespace anuvad {
 
-/// Translates lists of sources with decode_batch: the sources are ordered by length (a stable
+/// Translates lists of sources with beam_search: the sources are ordered by length (a stable
 /// sort, so equal lengths keep input order), cut into mini-batches of `mini_batch` sentences
-/// (less padding; decode_batch's results do not depend on the batch), and the results come
+/// (less padding; beam_search's results do not depend on the batch), and the results come
 /// back in input order. What `translate`, `evaluate`, training validation and the benchmark
 /// run.
 class Translator {
@@ -23,7 +23,7 @@ class Translator {
   Translator(const Transformer& model, const DecodeOptions& opts, int mini_batch);
 
   /// The opts.n_best hypotheses of each source (subword ids without EOS), best first, in input
-  /// order. Throws as decode_batch.
+  /// order. Throws as beam_search.
   std::vector<std::vector<Hypothesis>> translate(const std::vector<std::vector<int32_t>>& sources) const;
   /// The best hypothesis of each source detokenized with `tgt`, in input order.
   std::vector<std::string> translate_text(const std::vector<std::vector<int32_t>>& sources,

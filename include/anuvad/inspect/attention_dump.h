@@ -43,9 +43,9 @@ struct AttentionDumpSentence {
 };
 
 /// The entry of one translation: source_ids (subword ids without EOS, as given to
-/// decode_batch) + EOS, the output h.tokens + EOS when h.finished, log-probabilities
+/// beam_search) + EOS, the output h.tokens + EOS when h.finished, log-probabilities
 /// h.token_scores, attention &h.attention (so `h` must outlive the result), pieces from the
-/// tokenizers, translation = tgt_tokenizer.decode(h.tokens).
+/// tokenizers, translation = tgt_tokenizer.detokenize(h.tokens).
 AttentionDumpSentence attention_dump_sentence(const Tokenizer& src_tokenizer,
                                               const Tokenizer& tgt_tokenizer,
                                               const std::string& source_text,

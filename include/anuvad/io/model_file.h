@@ -32,7 +32,7 @@ struct TranslationModel {
   /// `text` normalized as this model's training text was (normalize_text).
   std::string normalize(const std::string& text) const { return normalize_text(text, normalization); }
 
-  /// A source sentence (valid UTF-8, checked by the caller) as subword ids for decode_batch,
+  /// A source sentence (valid UTF-8, checked by the caller) as subword ids for beam_search,
   /// truncated to max_positions − 1 subwords with a warning naming `where` (e.g. "<stdin>:3",
   /// "test.tsv:12"): what `translate`, `evaluate` and the translation fuzz target feed the model.
   std::vector<int32_t> encode_source(const std::string& text, const std::string& where) const;

@@ -40,7 +40,7 @@ struct AttentionMask {
 /// kv_index (optional, [B]) maps query sentence b to the key/value block kv_index[b]: beams of
 /// one sentence share that sentence's cross-attention keys and values without copies.
 struct AttentionShape {
-  int batch = 0;
+  int batch_size = 0;
   int n_queries = 0;
   int n_keys = 0;
   int n_heads = 0;

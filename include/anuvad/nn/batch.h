@@ -19,7 +19,7 @@ struct Example {
 ///   tgt_in  [B·T]: BOS + target ids, then PAD (decoder input, shifted right)
 ///   tgt_out [B·T]: target ids + EOS, then PAD (labels);    tgt_lengths[b] = |tgt_b| + 1
 struct Batch {
-  int batch = 0;
+  int batch_size = 0;
   int src_len = 0;  ///< S, tokens
   int tgt_len = 0;  ///< T, tokens
   TokenIds src, tgt_in, tgt_out;

@@ -140,7 +140,7 @@ struct DecoderWorkspace {
 /// State of the incremental decoder: `batch` rows (hypotheses) decoded in lockstep, row r
 /// belonging to source sentence row_source[r] (beam search has beam_size rows per sentence).
 struct DecoderState {
-  int batch = 0;     ///< rows = sentences × beam_size
+  int batch_size = 0;     ///< rows = sentences × beam_size
   int capacity = 0;  ///< maximum target positions (BOS included)
   int length = 0;    ///< tokens already fed = absolute position of the next token
   int src_len = 0;   ///< S
@@ -181,7 +181,7 @@ class Transformer {
   void encode(const TokenIds& src, int batch, int src_len, const std::vector<int>& src_lengths,
               const DropoutContext& dctx, ForwardCache& cache) const;
   /// Teacher-forced decoder over cache.memory: tgt_in [B·T] → logits [B·T, V].
-  void decode(const TokenIds& tgt_in, int batch, int tgt_len, const std::vector<int>& tgt_lengths,
+  void decoder_forward(const TokenIds& tgt_in, int batch, int tgt_len, const std::vector<int>& tgt_lengths,
               int src_len, const std::vector<int>& src_lengths, const DropoutContext& dctx,
               ForwardCache& cache, Mat& logits) const;
   /// encode + decode for a batch: logits [B·T, V].

@@ -43,7 +43,7 @@ class Tokenizer {
   std::vector<int32_t> encode(const std::string& text) const;
   /// Subword ids → text; PAD/BOS/EOS are skipped, UNK decodes to "⁇" (U+2047) without spaces
   /// of its own, so "I☃snow" comes back as "I⁇snow" and "I ☃ snow" as "I ⁇ snow".
-  std::string decode(const std::vector<int32_t>& ids) const;
+  std::string detokenize(const std::vector<int32_t>& ids) const;
   /// The piece string of an id (e.g. "▁We"), "<pad>", "<unk>", "<s>", "</s>" for specials.
   std::string piece(int32_t id) const;
   int vocab_size() const;

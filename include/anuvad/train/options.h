@@ -44,7 +44,7 @@ struct TrainOptions {
   std::vector<std::string> valid_metrics{"cross-entropy"};
   int early_stopping = 0;       ///< stop after N validations without improvement of the first metric (0 = never)
   std::string valid_translation_output;  ///< file for the greedy translations of the last validation
-  int valid_mini_batch = 32;    ///< sentences per decode_batch call when translating the validation set
+  int valid_mini_batch = 32;    ///< sentences per beam_search call when translating the validation set
   int disp_freq = 100;          ///< log a line every this many updates
   int src_vocab_size = 1000;
   int tgt_vocab_size = 1000;
