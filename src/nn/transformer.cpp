@@ -162,7 +162,7 @@ using CacheRows = Eigen::Map<Mat, 0, Eigen::OuterStride<>>;
 
 /// What the two attention sublayers of one DecoderLayer::step read and write (one object, so
 /// that the sublayer functions capture one pointer and std::function does not allocate).
-struct StepAttention {
+struct CachedAttention {
   const MultiHeadAttention &self_attn, &cross_attn;
   const DecoderLayerState& cache;
   DecoderLayerCache& scratch;
@@ -182,7 +182,7 @@ void DecoderLayer::step(DecoderState& st, size_t layer, int r0, int n, DecoderWo
   DecoderLayerState& cache = st.layers[layer];
   const Index first = (Index(r0) * st.capacity + pos) * D;
   const Eigen::OuterStride<> stride(Index(st.capacity) * D);
-  StepAttention a{self_attn,
+  CachedAttention a{self_attn,
                   cross_attn,
                   cache,
                   ws.layer,
