@@ -79,11 +79,12 @@ TranslationModel load_model(const std::string& path) {
   return model_from_safetensors(read_safetensors(path), path);
 }
 
-TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& path,
-                                        const std::string& ignored_prefix) {
-  if (!ignored_prefix.empty())
-    for (auto it = f.tensors.begin(); it != f.tensors.end();)
-      it = it->first.rfind(ignored_prefix, 0) == 0 ? f.tensors.erase(it) : std::next(it);
+namespace {
+
+/// The metadata of an anuvad model: format marker and version, the config (checked), and the
+/// text normalization. Throws ModelFileError naming the file and key.
+ModelConfig read_model_metadata(const SafetensorsFile& f, const std::string& path,
+                                TextNormalization* normalization) {
   auto meta = [&](const std::string& key) -> const std::string& {
     const auto it = f.metadata.find(key);
     if (it == f.metadata.end())
@@ -106,63 +107,46 @@ TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& pa
   } catch (const ConfigError& e) {
     throw ModelFileError(e.what());
   }
-
-  // Bound what a hostile config can make us allocate: at most the parameters stored in the file
-  // plus 16M (64 MiB); the per-tensor checks below then name any missing or misshapen tensor.
-  int64_t stored = 0;
-  for (const auto& [name, t] : f.tensors)
-    if (name != "tokenizer.src" && name != "tokenizer.tgt")
-      stored += static_cast<int64_t>(t.bytes.size()) / std::max(dtype_size(t.dtype), 1);
-  if (cfg.parameter_count() > stored + (int64_t(16) << 20))
-    throw ModelFileError(path + ": config implies " + std::to_string(cfg.parameter_count()) +
-                         " parameters but the file stores only " + std::to_string(stored));
-  TranslationModel m;
-  m.metadata = f.metadata;
   const auto norm = f.metadata.find(kNormalizationKey);
   try {
-    m.normalization = norm == f.metadata.end() ? TextNormalization::kIdentity
-                                               : normalization_from_name(norm->second);
+    *normalization = norm == f.metadata.end() ? TextNormalization::kIdentity
+                                              : normalization_from_name(norm->second);
   } catch (const ConfigError& e) {
     throw ModelFileError(path + ": metadata \"" + kNormalizationKey + "\": " + e.what());
   }
-  m.transformer = std::make_unique<Transformer>(cfg);
-  size_t used = 0;
-  for (Param& p : m.transformer->params().params()) {
-    const auto it = f.tensors.find(p.name);
-    if (it == f.tensors.end()) throw ModelFileError(path + ": tensor " + p.name + " missing");
-    const RawTensor& t = it->second;
-    if (t.shape != p.shape)
-      throw ModelFileError(path + ": tensor " + p.name + " has shape " + shape_str(t.shape) +
-                           ", config expects " + shape_str(p.shape));
-    if (t.dtype != "F32" && t.dtype != "F64")
-      throw ModelFileError(path + ": tensor " + p.name + " has dtype " + t.dtype + ", expected F32");
-    for (Index i = 0; i < p.value.size(); ++i) {
-      double v;
-      if (t.dtype == "F32") {
-        float x;
-        std::memcpy(&x, &t.bytes[size_t(i) * 4], 4);
-        v = x;
-      } else {
-        std::memcpy(&v, &t.bytes[size_t(i) * 8], 8);
-      }
-      if (!std::isfinite(v))
-        throw ModelFileError(path + ": tensor " + p.name + " holds a NaN or Inf");
-      p.value.data()[i] = static_cast<Scalar>(v);
+  return cfg;
+}
+
+/// Copies stored tensor `t` (F32 or F64, the parameter's shape, finite) into parameter `p`.
+void load_parameter(const RawTensor& t, Param& p, const std::string& path) {
+  if (t.shape != p.shape)
+    throw ModelFileError(path + ": tensor " + p.name + " has shape " + shape_str(t.shape) +
+                         ", config expects " + shape_str(p.shape));
+  if (t.dtype != "F32" && t.dtype != "F64")
+    throw ModelFileError(path + ": tensor " + p.name + " has dtype " + t.dtype + ", expected F32");
+  for (Index i = 0; i < p.value.size(); ++i) {
+    double v;
+    if (t.dtype == "F32") {
+      float x;
+      std::memcpy(&x, &t.bytes[size_t(i) * 4], 4);
+      v = x;
+    } else {
+      std::memcpy(&v, &t.bytes[size_t(i) * 8], 8);
     }
-    ++used;
+    if (!std::isfinite(v))
+      throw ModelFileError(path + ": tensor " + p.name + " holds a NaN or Inf");
+    p.value.data()[i] = static_cast<Scalar>(v);
   }
+}
+
+/// Both tokenizers from their U8 tensors, their vocabulary sizes checked against `cfg`.
+void load_tokenizers(SafetensorsFile& f, const ModelConfig& cfg, const std::string& path,
+                     TranslationModel& m) {
   for (const char* name : {"tokenizer.src", "tokenizer.tgt"}) {
     const auto it = f.tensors.find(name);
     if (it == f.tensors.end()) throw ModelFileError(path + ": tensor " + std::string(name) + " missing");
     if (it->second.dtype != "U8" || it->second.shape.size() != 1)
       throw ModelFileError(path + ": tensor " + std::string(name) + " must be a 1-D U8 tensor");
-    ++used;
-  }
-  if (used != f.tensors.size()) {
-    for (const auto& [name, t] : f.tensors)
-      if (name != "tokenizer.src" && name != "tokenizer.tgt" &&
-          m.transformer->params().find(name) == nullptr)
-        throw ModelFileError(path + ": unexpected tensor " + name);
   }
   try {
     m.src_tokenizer = std::make_unique<Tokenizer>(Tokenizer::from_serialized(f.tensors["tokenizer.src"].bytes));
@@ -173,6 +157,41 @@ TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& pa
   if (m.src_tokenizer->vocab_size() != cfg.src_vocab_size ||
       m.tgt_tokenizer->vocab_size() != cfg.tgt_vocab_size)
     throw ModelFileError(path + ": tokenizer vocabulary sizes do not match the config");
+}
+
+bool is_tokenizer_tensor(const std::string& name) {
+  return name == "tokenizer.src" || name == "tokenizer.tgt";
+}
+
+}  // namespace
+
+TranslationModel model_from_safetensors(SafetensorsFile f, const std::string& path,
+                                        const std::string& ignored_prefix) {
+  if (!ignored_prefix.empty())
+    for (auto it = f.tensors.begin(); it != f.tensors.end();)
+      it = it->first.rfind(ignored_prefix, 0) == 0 ? f.tensors.erase(it) : std::next(it);
+  TranslationModel m;
+  const ModelConfig cfg = read_model_metadata(f, path, &m.normalization);
+  m.metadata = f.metadata;
+  // Bound what a hostile config can make us allocate: at most the parameters stored in the file
+  // plus 16M (64 MiB); the per-tensor checks below then name any missing or misshapen tensor.
+  int64_t stored = 0;
+  for (const auto& [name, t] : f.tensors)
+    if (!is_tokenizer_tensor(name))
+      stored += static_cast<int64_t>(t.bytes.size()) / std::max(dtype_size(t.dtype), 1);
+  if (cfg.parameter_count() > stored + (int64_t(16) << 20))
+    throw ModelFileError(path + ": config implies " + std::to_string(cfg.parameter_count()) +
+                         " parameters but the file stores only " + std::to_string(stored));
+  m.transformer = std::make_unique<Transformer>(cfg);
+  for (Param& p : m.transformer->params().params()) {
+    const auto it = f.tensors.find(p.name);
+    if (it == f.tensors.end()) throw ModelFileError(path + ": tensor " + p.name + " missing");
+    load_parameter(it->second, p, path);
+  }
+  load_tokenizers(f, cfg, path, m);
+  for (const auto& [name, t] : f.tensors)
+    if (!is_tokenizer_tensor(name) && m.transformer->params().find(name) == nullptr)
+      throw ModelFileError(path + ": unexpected tensor " + name);
   return m;
 }
 

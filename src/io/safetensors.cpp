@@ -113,9 +113,11 @@ void write_safetensors(const std::string& path, const SafetensorsFile& file) {
   }
 }
 
-SafetensorsFile read_safetensors(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw IoError(path + ": cannot open file for reading");
+namespace {
+
+/// Opens `path`, checks the 8-byte header size against the file and reads the header text.
+/// Sets *data_size to the bytes after the header.
+std::string read_header_text(std::ifstream& in, const std::string& path, uint64_t* data_size) {
   in.seekg(0, std::ios::end);
   const auto file_size_signed = static_cast<int64_t>(in.tellg());
   in.seekg(0);
@@ -135,21 +137,27 @@ SafetensorsFile read_safetensors(const std::string& path) {
   std::string text(header_size, '\0');
   in.read(text.data(), static_cast<std::streamsize>(header_size));
   if (!in) throw IoError(path + ": read error in header");
-  nlohmann::json header;
-  // nlohmann keeps the last of duplicate keys silently: detect them in every object (tensor
-  // names at the top, "dtype"/"shape"/... in an entry, metadata keys).
-  // Values are counted too: a real header spends over 8 bytes of text per JSON value (names,
-  // dtypes, offsets), while "[0,0,0,...]" spends 2 and would cost ~30 bytes of memory per byte.
+  *data_size = file_size - 8 - header_size;
+  return text;
+}
+
+/// The header as a JSON object. nlohmann keeps the last of duplicate keys silently: they are
+/// refused in every object (tensor names at the top, "dtype"/"shape"/... in an entry, metadata
+/// keys). Values are counted too: a real header spends over 8 bytes of text per JSON value
+/// (names, dtypes, offsets), while "[0,0,0,...]" spends 2 and would cost ~30 bytes of memory
+/// per byte.
+nlohmann::json parse_header(const std::string& text, const std::string& path) {
   DuplicateKeyFinder duplicates;
   uint64_t values = 0;
-  const uint64_t max_values = header_size / 8 + 64;
+  const uint64_t max_values = text.size() / 8 + 64;
+  nlohmann::json header;
   try {
     using Event = nlohmann::json::parse_event_t;
     header = nlohmann::json::parse(text, [&](int depth, Event event, nlohmann::json& parsed) {
       if ((event == Event::value || event == Event::object_start || event == Event::array_start) &&
           ++values > max_values)
         throw ModelFileError(path + ": header has more JSON values than a safetensors header holds (over " +
-                             std::to_string(max_values) + " in " + std::to_string(header_size) + " bytes)");
+                             std::to_string(max_values) + " in " + std::to_string(text.size()) + " bytes)");
       duplicates.on_event(depth, event, parsed);
       return true;
     });
@@ -161,8 +169,53 @@ SafetensorsFile read_safetensors(const std::string& path) {
     const bool tensor_name = duplicates.duplicate_depth() == 1 && key != "__metadata__";
     throw ModelFileError(path + (tensor_name ? ": duplicate tensor name " : ": duplicate key ") + key);
   }
-  const uint64_t data_size = file_size - 8 - header_size;
+  return header;
+}
 
+/// One tensor entry {dtype, shape, data_offsets} → its dtype and shape in *t and its byte range;
+/// `where` ("FILE: tensor NAME") starts every error.
+TensorRange parse_tensor_entry(const nlohmann::json& v, const std::string& name,
+                               const std::string& where, uint64_t data_size, RawTensor* t) {
+  if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
+      !v.contains("data_offsets") || v.size() != 3)
+    throw ModelFileError(where + ": entry must have exactly dtype, shape and data_offsets");
+  if (!v["dtype"].is_string()) throw ModelFileError(where + ": dtype is not a string");
+  t->dtype = v["dtype"].get<std::string>();
+  const int esize = dtype_size(t->dtype);
+  if (esize == 0) throw ModelFileError(where + ": unknown dtype " + t->dtype);
+  if (!v["shape"].is_array()) throw ModelFileError(where + ": shape is not an array");
+  uint64_t count = 1;
+  for (const auto& d : v["shape"]) {
+    if (!d.is_number_unsigned()) throw ModelFileError(where + ": shape has a non-integer or negative entry");
+    const uint64_t dim = d.get<uint64_t>();
+    if (dim != 0 && count > std::numeric_limits<uint64_t>::max() / dim)
+      throw ModelFileError(where + ": shape overflows");
+    count *= dim;
+    t->shape.push_back(static_cast<int64_t>(dim));
+  }
+  const auto& off = v["data_offsets"];
+  if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
+      !off[1].is_number_unsigned())
+    throw ModelFileError(where + ": data_offsets must be two non-negative integers");
+  const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
+  if (begin > end || end > data_size)
+    throw ModelFileError(where + ": data_offsets [" + std::to_string(begin) + ", " +
+                         std::to_string(end) + "] outside the data section of " +
+                         std::to_string(data_size) + " bytes");
+  if (count > std::numeric_limits<uint64_t>::max() / esize || count * esize != end - begin)
+    throw ModelFileError(where + ": byte range does not match dtype and shape");
+  return {begin, end, name};
+}
+
+}  // namespace
+
+SafetensorsFile read_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path + ": cannot open file for reading");
+  uint64_t data_size = 0;
+  const std::string text = read_header_text(in, path, &data_size);
+  const uint64_t data_start = 8 + text.size();
+  const nlohmann::json header = parse_header(text, path);
   SafetensorsFile out;
   std::vector<TensorRange> ranges;
   for (auto it = header.begin(); it != header.end(); ++it) {
@@ -177,41 +230,11 @@ SafetensorsFile read_safetensors(const std::string& path) {
       }
       continue;
     }
-    const std::string where = path + ": tensor " + name;
-    if (!v.is_object() || !v.contains("dtype") || !v.contains("shape") ||
-        !v.contains("data_offsets") || v.size() != 3)
-      throw ModelFileError(where + ": entry must have exactly dtype, shape and data_offsets");
-    if (!v["dtype"].is_string()) throw ModelFileError(where + ": dtype is not a string");
     RawTensor t;
-    t.dtype = v["dtype"].get<std::string>();
-    const int esize = dtype_size(t.dtype);
-    if (esize == 0) throw ModelFileError(where + ": unknown dtype " + t.dtype);
-    if (!v["shape"].is_array()) throw ModelFileError(where + ": shape is not an array");
-    uint64_t count = 1;
-    for (const auto& d : v["shape"]) {
-      if (!d.is_number_unsigned()) throw ModelFileError(where + ": shape has a non-integer or negative entry");
-      const uint64_t dim = d.get<uint64_t>();
-      if (dim != 0 && count > std::numeric_limits<uint64_t>::max() / dim)
-        throw ModelFileError(where + ": shape overflows");
-      count *= dim;
-      t.shape.push_back(static_cast<int64_t>(dim));
-    }
-    const auto& off = v["data_offsets"];
-    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() ||
-        !off[1].is_number_unsigned())
-      throw ModelFileError(where + ": data_offsets must be two non-negative integers");
-    const uint64_t begin = off[0].get<uint64_t>(), end = off[1].get<uint64_t>();
-    if (begin > end || end > data_size)
-      throw ModelFileError(where + ": data_offsets [" + std::to_string(begin) + ", " +
-                           std::to_string(end) + "] outside the data section of " +
-                           std::to_string(data_size) + " bytes");
-    if (count > std::numeric_limits<uint64_t>::max() / esize || count * esize != end - begin)
-      throw ModelFileError(where + ": byte range does not match dtype and shape");
-    ranges.push_back({begin, end, name});
+    ranges.push_back(parse_tensor_entry(v, name, path + ": tensor " + name, data_size, &t));
     out.tensors.emplace(name, std::move(t));
   }
   check_data_layout(path, ranges, data_size);
-  const uint64_t data_start = 8 + header_size;
   for (const TensorRange& r : ranges) {
     RawTensor& t = out.tensors[r.name];
     t.bytes.resize(r.end - r.begin);
