@@ -57,7 +57,7 @@ void check_fingerprint(const nlohmann::json& saved, const nlohmann::json& finger
   for (auto it = fingerprint.begin(); it != fingerprint.end(); ++it)
     if (!saved.contains(it.key()) || saved[it.key()] != it.value())
       throw ConfigError(path + ": checkpoint was written with another " + it.key() + " (" +
-                        (saved.contains(it.key()) && saved[it.key()].is_string() ? saved[it.key()].get<std::string>() : "none") +
+                        (saved.contains(it.key()) ? saved[it.key()].dump() : "none") +
                         " instead of " + it.value().dump() +
                         "); rerun with the same options, or pass --no-resume to start over");
 }
