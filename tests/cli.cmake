@@ -68,6 +68,17 @@ anuvad_cli_test(train_missing_corpus
                 "anuvad: error: [^\n]*no_such_corpus\\.tsv[^\n]*\nanuvad exit status 1 end"
                 train --train-sets ${ANUVAD_CLI_DATA}/no_such_corpus.tsv --no-valid
                 -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+# A vocabulary smaller than the characters of its text: one line naming the flag and the size
+# that works, exit 1, no model written.
+add_test(NAME cli.train_vocabulary_too_small
+         COMMAND sh -c [=[rm -f "$1"; "$0" train --train-sets "$2" --no-valid --tgt-vocab-size 20 -q -m "$1" 2>&1; echo "anuvad exit status $? end"; test -e "$1" && echo "model written" || echo "no model"]=]
+                 $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_vocab_too_small.safetensors ${ANUVAD_CLI_DATA}/tiny.tsv
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.train_vocabulary_too_small PROPERTIES
+  PASS_REGULAR_EXPRESSION "anuvad: error: target vocabulary \\(--tgt-vocab-size\\) of 20 pieces is too small for the [0-9]+ distinct characters of its text: use at least [0-9]+\nanuvad exit status 1 end\nno model\n$"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 20)
 
 # --- End to end: train a tiny model, then use it ----------------------------------------------
 

@@ -102,6 +102,10 @@ TEST_CASE("Options resolve as preset, then -c FILE, then explicit flags", "[trai
   args.model_flags = {{"n_heads", 3}};
   CHECK_THROWS_WITH(resolve_train_options(args), Catch::Contains("command line"));
   args.model_flags = nlohmann::json::object();
+  std::ofstream(cfg.path) << R"({"d_model": 64, "dropout": 0.2, "d_model": 32})";
+  args.options.config_path = cfg.path;  // a key given twice: an error naming it, not last-wins
+  CHECK_THROWS_WITH(resolve_train_options(args), Catch::Contains(cfg.path) && Catch::Contains("duplicate key d_model"));
+  CHECK_THROWS_AS(resolve_train_options(args), ConfigError);
   args.options.config_path = cfg.path + ".missing";
   CHECK_THROWS_AS(resolve_train_options(args), IoError);
   args.options.config_path.clear();
@@ -273,9 +277,11 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   o.model = cfg;
   const nlohmann::json fingerprint = resume_fingerprint(o);
   ScratchFile file("round_trip.checkpoint.safetensors");
-  write_checkpoint(file.path, model, src_tok, tgt_tok, fingerprint, st);
+  const nlohmann::json hashes = {{"data/train.tsv", "fnv1a64:0123456789abcdef"}};
+  write_checkpoint(file.path, model, src_tok, tgt_tok, fingerprint, st, hashes);
 
   const Checkpoint c = read_checkpoint(file.path, fingerprint, true);
+  CHECK(c.corpus_hashes == hashes);
   const TrainState& r = c.state;
   CHECK(r.step == st.step);
   CHECK(r.epoch == st.epoch);
@@ -334,6 +340,26 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   CHECK_THROWS_AS(check_state_matches(no_ema, model.params(), true), ConfigError);
   no_ema.adam_v.pop_back();
   CHECK_THROWS_AS(check_state_matches(no_ema, model.params(), false), ConfigError);
+}
+
+TEST_CASE("Corpus hashes are FNV-1a of the bytes; a changed file is named", "[train][checkpoint]") {
+  ScratchFile a("a.tsv"), empty("empty.tsv");
+  std::ofstream(a.path) << "a";
+  std::ofstream(empty.path);
+  // The published FNV-1a 64-bit test values.
+  CHECK(file_content_hash(empty.path) == "fnv1a64:cbf29ce484222325");
+  CHECK(file_content_hash(a.path) == "fnv1a64:af63dc4c8601ec8c");
+  CHECK_THROWS_AS(file_content_hash(a.path + ".missing"), IoError);
+  const nlohmann::json saved = corpus_hashes({a.path, empty.path});
+  CHECK(saved.at(a.path) == "fnv1a64:af63dc4c8601ec8c");
+  CHECK_NOTHROW(check_corpus_unchanged(saved, saved, "x.checkpoint.safetensors"));
+  CHECK_NOTHROW(check_corpus_unchanged(nullptr, saved, "x.checkpoint.safetensors"));  // older checkpoint
+  std::ofstream(a.path) << "b";
+  const nlohmann::json now = corpus_hashes({a.path, empty.path});
+  CHECK_THROWS_AS(check_corpus_unchanged(saved, now, "x.checkpoint.safetensors"), DataError);
+  CHECK_THROWS_WITH(check_corpus_unchanged(saved, now, "x.checkpoint.safetensors"),
+                    Catch::StartsWith(a.path + ": changed since the checkpoint x.checkpoint.safetensors") &&
+                        Catch::Contains("--no-resume"));
 }
 
 TEST_CASE("F32 packing round-trips a matrix and refuses a wrong size", "[train][checkpoint]") {

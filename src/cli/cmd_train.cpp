@@ -157,7 +157,7 @@ void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
   sub->add_option("--save-freq", opts->save_freq,
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
-                  "(0 = only on SIGINT/SIGTERM)")
+                  "(0 = only on SIGINT/SIGTERM/SIGHUP)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   CLI::Option* no_resume = sub->add_flag_callback(
       "--no-resume", [opts] { opts->resume = false; },
@@ -185,8 +185,10 @@ void run_train(const TrainFlags& flags) {
   }
   if (flags.require_checkpoint && !std::filesystem::exists(checkpoint_path(resolved.model_path)))
     throw IoError(checkpoint_path(resolved.model_path) + ": no checkpoint to resume from (--resume)");
-  // SIGINT/SIGTERM: finish the current update, write a checkpoint, exit with 130. A second
-  // signal ends the process at once (the last complete checkpoint stays valid).
+  // SIGINT/SIGTERM/SIGHUP (terminal closed): finish the current update, write a checkpoint,
+  // exit with 130. A second signal ends the process at once (the last complete checkpoint
+  // stays valid). SIGPIPE is ignored: a log reader that went away (`anuvad train | head`) only
+  // makes the log writes fail (spdlog and the progress line ignore write errors).
   struct sigaction sa {};
   sa.sa_handler = [](int sig) {
     anuvad::request_stop();
@@ -195,6 +197,8 @@ void run_train(const TrainFlags& flags) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  sigaction(SIGHUP, &sa, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);
   const TrainResult r = train(resolved);
   if (r.interrupted) exit_code() = 130;
 }

@@ -5,8 +5,10 @@
 #include <spdlog/spdlog.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "anuvad/core/error.h"
@@ -139,13 +141,49 @@ std::string checkpoint_path(const std::string& model_path) {
   return (p.parent_path() / (p.stem().string() + ".checkpoint" + p.extension().string())).string();
 }
 
+std::string file_content_hash(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw IoError(path + ": cannot open to hash it");
+  uint64_t h = 14695981039346656037ULL;  // FNV-1a 64-bit offset basis
+  std::vector<char> buf(1 << 16);
+  while (in) {
+    in.read(buf.data(), static_cast<std::streamsize>(buf.size()));
+    for (std::streamsize i = 0; i < in.gcount(); ++i) {
+      h ^= static_cast<unsigned char>(buf[static_cast<size_t>(i)]);
+      h *= 1099511628211ULL;  // FNV-1a 64-bit prime
+    }
+  }
+  if (in.bad()) throw IoError(path + ": read error while hashing it");
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("fnv1a64:") + hex;
+}
+
+nlohmann::json corpus_hashes(const std::vector<std::string>& paths) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const std::string& p : paths) j[p] = file_content_hash(p);
+  return j;
+}
+
+void check_corpus_unchanged(const nlohmann::json& saved, const nlohmann::json& current,
+                            const std::string& checkpoint) {
+  if (saved.is_null()) return;
+  for (auto it = current.begin(); it != current.end(); ++it)
+    if (!saved.contains(it.key()) || saved[it.key()] != it.value())
+      throw DataError(it.key() + ": changed since the checkpoint " + checkpoint +
+                      " was written (content hash " + it.value().get<std::string>() + ", was " +
+                      (saved.contains(it.key()) && saved[it.key()].is_string() ? saved[it.key()].get<std::string>() : "none") +
+                      "); restore it, or pass --no-resume to start over");
+}
+
 void write_checkpoint(const std::string& path, const Transformer& model, const Tokenizer& src,
                       const Tokenizer& tgt, const nlohmann::json& fingerprint,
-                      const TrainState& state) {
-  SafetensorsFile f = model_to_safetensors(model, src, tgt,
-                                           {{"training_options", fingerprint.dump()},
-                                            {"training_state", state.counters_to_json().dump()},
-                                            {"threads", std::to_string(omp_get_max_threads())}});
+                      const TrainState& state, const nlohmann::json& hashes) {
+  std::map<std::string, std::string> meta = {{"training_options", fingerprint.dump()},
+                                             {"training_state", state.counters_to_json().dump()},
+                                             {"threads", std::to_string(omp_get_max_threads())}};
+  if (!hashes.is_null()) meta["corpus_hashes"] = hashes.dump();
+  SafetensorsFile f = model_to_safetensors(model, src, tgt, meta);
   const auto& params = model.params().params();
   for (size_t i = 0; i < params.size(); ++i)
     for (StateTensor kind : kStateTensors) {
@@ -171,6 +209,12 @@ Checkpoint read_checkpoint(const std::string& path, const nlohmann::json& finger
     spdlog::warn("checkpoint was written with {} threads, now {}: the run will not be bit-identical",
                  threads, omp_get_max_threads());
   Checkpoint c;
+  try {
+    const auto hashes = f.metadata.find("corpus_hashes");
+    if (hashes != f.metadata.end()) c.corpus_hashes = nlohmann::json::parse(hashes->second);
+  } catch (const nlohmann::json::exception&) {
+    throw ModelFileError(path + ": checkpoint metadata corpus_hashes is not valid JSON");
+  }
   try {
     c.state.counters_from_json(state_json);
   } catch (const ConfigError& e) {

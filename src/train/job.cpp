@@ -49,10 +49,12 @@ struct JobModel {
   std::optional<TrainState> resume;
 };
 
-/// The checkpoint `ckpt` when there is one and opts.resume (removed with --no-resume); else
+/// The checkpoint `ckpt` when there is one and opts.resume (removed with --no-resume; refused
+/// with a DataError when a training corpus file no longer has its hash in `hashes`); else
 /// tokenizers trained on the corpus and opts.model with their vocabulary sizes.
 JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerprint,
-                         const std::string& ckpt, const CorpusText& corpus) {
+                         const nlohmann::json& hashes, const std::string& ckpt,
+                         const CorpusText& corpus) {
   JobModel j;
   j.cfg = opts.model;
   if (std::filesystem::exists(ckpt) && !opts.resume) {
@@ -60,6 +62,9 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
     std::filesystem::remove(ckpt);
   } else if (std::filesystem::exists(ckpt)) {
     Checkpoint c = read_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
+    if (c.corpus_hashes.is_null())
+      spdlog::warn("{} predates corpus hashes: resuming without checking that the corpus is unchanged", ckpt);
+    check_corpus_unchanged(c.corpus_hashes, hashes, ckpt);
     j.model = std::move(c.model.transformer);
     j.src_tok = std::move(c.model.src_tokenizer);
     j.tgt_tok = std::move(c.model.tgt_tokenizer);
@@ -69,8 +74,10 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
     j.resume = std::move(c.state);
     return j;
   }
-  j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(corpus.src, {opts.src_vocab_size, "unigram"}));
-  j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(corpus.tgt, {opts.tgt_vocab_size, "unigram"}));
+  j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+      corpus.src, {opts.src_vocab_size, "unigram", "source vocabulary (--src-vocab-size)"}));
+  j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+      corpus.tgt, {opts.tgt_vocab_size, "unigram", "target vocabulary (--tgt-vocab-size)"}));
   j.cfg.src_vocab_size = j.src_tok->vocab_size();
   j.cfg.tgt_vocab_size = j.tgt_tok->vocab_size();
   j.cfg.validate();
@@ -137,7 +144,8 @@ TrainResult train(const TrainOptions& opts) {
 
   const nlohmann::json fingerprint = resume_fingerprint(opts);
   const std::string ckpt = checkpoint_path(opts.model_path);
-  JobModel job = start_or_resume(opts, fingerprint, ckpt, corpus);
+  const nlohmann::json hashes = corpus_hashes(opts.train_sets);
+  JobModel job = start_or_resume(opts, fingerprint, hashes, ckpt, corpus);
   const ModelConfig& cfg = job.cfg;
   spdlog::info("SentencePiece vocabularies: {} source, {} target pieces", cfg.src_vocab_size,
                cfg.tgt_vocab_size);
@@ -170,7 +178,7 @@ TrainResult train(const TrainOptions& opts) {
   hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
   hooks.valid_text = &valid_refs;
   hooks.checkpoint = [&](const TrainState& st) {
-    write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st);
+    write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };
   hooks.resume = job.resume ? &*job.resume : nullptr;
   const TrainResult r = fit(*job.model, train_examples, valid_examples, opts, hooks);

@@ -2,9 +2,11 @@
 #include "anuvad/train/options.h"
 
 #include <fstream>
+#include <iterator>
 #include <stdexcept>
 
 #include "anuvad/core/error.h"
+#include "anuvad/io/json.h"
 
 namespace anuvad {
 
@@ -28,12 +30,9 @@ ModelConfig resolve_model_config(const ModelConfig& base, const std::string& pre
   if (!config_path.empty()) {
     std::ifstream in(config_path);
     if (!in) throw IoError(config_path + ": cannot open config file");
-    nlohmann::json file;
-    try {
-      file = nlohmann::json::parse(in);
-    } catch (const nlohmann::json::exception& e) {
-      throw ConfigError(config_path + ": not valid JSON (" + e.what() + ")");
-    }
+    const std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+    // A key given twice is an error naming it, not a silent last-wins.
+    const nlohmann::json file = parse_json_unique_keys(text, config_path);
     // Checked on its own first, so that an unknown key or bad type names the file.
     (void)ModelConfig::from_json(file, config_path);
     j.update(file);

@@ -316,7 +316,16 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   Validation validation(opts, valid_examples, hooks.valid_text);
   Run run(model, train_examples, opts, hooks, validation);
   TrainResult& result = run.result();
+  // Stopping limits hold after a resume too: a checkpoint already at or past them ends the run at
+  // once with the final model of its weights (stopping limits may change on resume).
   bool stop = false;
+  if (hooks.resume && ((opts.after_steps > 0 && run.step() >= opts.after_steps) ||
+                       (opts.after_epochs > 0 && run.first_epoch() > opts.after_epochs))) {
+    spdlog::info("the checkpoint at step {} (epoch {}) already reaches --after-steps {} / --after-epochs {}: "
+                 "no more updates", run.step(), run.first_epoch(), opts.after_steps, opts.after_epochs);
+    result.epochs = static_cast<int>(result.epoch_losses.size());
+    stop = true;
+  }
   for (int e = run.first_epoch(); !stop && (opts.after_epochs <= 0 || e <= opts.after_epochs); ++e) {
     const TrainState* resumed = e == run.first_epoch() ? hooks.resume : nullptr;
     Epoch epoch = begin_epoch(e, train_examples, opts.batch_tokens, run.rng(), resumed);

@@ -58,3 +58,10 @@ add_test(NAME e2e.score_evaluate_train_text_input_cases
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.score_evaluate_train_text_input_cases PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 300)
+
+# A closed log pipe (`train 2>&1 | head -1`) does not stop training; SIGHUP checkpoints like
+# SIGINT; a corpus changed under a checkpoint is refused; stopping limits hold after a resume.
+add_test(NAME e2e.pipe_sighup_changed_corpus_and_limits_on_resume
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/signals.sh $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.pipe_sighup_changed_corpus_and_limits_on_resume PROPERTIES LABELS e2e TIMEOUT 600)

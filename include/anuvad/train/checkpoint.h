@@ -66,19 +66,36 @@ Mat unpack_f32(const RawTensor& t, Index rows, Index cols, const std::string& wh
 /// Path of the resumable checkpoint of a model: <dir>/<stem>.checkpoint<ext>.
 std::string checkpoint_path(const std::string& model_path);
 
+/// Content hash of the file `path`: 64-bit FNV-1a (offset basis 14695981039346656037, prime
+/// 1099511628211) over its bytes, as "fnv1a64:" + 16 lowercase hex digits. Stable across
+/// platforms and builds. Throws IoError when the file cannot be read.
+std::string file_content_hash(const std::string& path);
+
+/// file_content_hash of every file of `paths`, as a JSON object path → hash.
+nlohmann::json corpus_hashes(const std::vector<std::string>& paths);
+
 /// Writes a checkpoint atomically to `path`: the model file of `model` and the tokenizers, the
 /// metadata "training_options" (= `fingerprint`, see resume_fingerprint), "training_state"
-/// (= state.counters_to_json()) and "threads", and the state tensors of every parameter (EMA
-/// only when state.ema is not empty). Throws IoError.
+/// (= state.counters_to_json()), "threads" and, when given, "corpus_hashes" (see
+/// corpus_hashes), and the state tensors of every parameter (EMA only when state.ema is not
+/// empty). Throws IoError.
 void write_checkpoint(const std::string& path, const Transformer& model, const Tokenizer& src,
                       const Tokenizer& tgt, const nlohmann::json& fingerprint,
-                      const TrainState& state);
+                      const TrainState& state, const nlohmann::json& hashes = nullptr);
 
 /// A checkpoint as read: the model with its tokenizers, and the state to continue from.
 struct Checkpoint {
   TranslationModel model;
   TrainState state;
+  /// The "corpus_hashes" metadata (path → hash); null in checkpoints written before it existed.
+  nlohmann::json corpus_hashes;
 };
+
+/// Throws DataError "FILE: changed since the checkpoint CKPT was written (...); restore it or
+/// pass --no-resume to start over" for the first file of `current` whose hash differs in
+/// `saved` (path → hash, as corpus_hashes). A null `saved` (an older checkpoint) is not checked.
+void check_corpus_unchanged(const nlohmann::json& saved, const nlohmann::json& current,
+                            const std::string& checkpoint);
 
 /// Reads a checkpoint written by write_checkpoint and checks that it was written with the
 /// options of `fingerprint` (every key equal). Warns when it was written with another thread

@@ -51,7 +51,7 @@ struct TrainResult {
   /// Best value of each validation metric (the best cross-entropy: best_cross_entropy(best_valid)).
   std::map<std::string, double> best_valid;
   bool early_stopped = false;           ///< training ended by --early-stopping
-  bool interrupted = false;             ///< stopped by request_stop() (SIGINT/SIGTERM); checkpoint written
+  bool interrupted = false;             ///< stopped by request_stop() (SIGINT/SIGTERM/SIGHUP); checkpoint written
 };
 
 /// Called by fit() when a model should be saved: "best-<metric>" (a new best value of that
@@ -85,7 +85,8 @@ struct FitHooks {
 /// A requested stop (request_stop) hands the state to hooks.checkpoint and returns with
 /// result.interrupted set, skipping the final validation and save. With hooks.resume the
 /// remaining updates are bit-identical to those of an uninterrupted run with the same options
-/// and thread count.
+/// and thread count; when hooks.resume is already at or past opts.after_steps (or past
+/// opts.after_epochs) no update is made: the final validation and save follow at once.
 TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const std::vector<Example>& valid_examples, const TrainOptions& opts,
                 const FitHooks& hooks = {});
