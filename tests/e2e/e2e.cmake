@@ -58,3 +58,20 @@ add_test(NAME e2e.score_evaluate_train_text_input_cases
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.score_evaluate_train_text_input_cases PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 300)
+
+# The model's text normalization at translation time: फ़ोन in both spellings, tab/NBSP/VT and BOM
+# variants, blank lines, and evaluate's canonically equal references (translate, score, evaluate).
+add_test(NAME e2e.translate_score_evaluate_normalize_text
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/normalization.sh $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
+# One record per input in every output format; soft alignment rows sum to 1; --max-length cap.
+add_test(NAME e2e.translate_output_records
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/output_records.sh $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
+set_tests_properties(e2e.translate_score_evaluate_normalize_text e2e.translate_output_records PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 120)
+# evaluate normalizes hypotheses and references alike: references canonically equal to the
+# default model's translations of dev (nukta letters precomposed, NBSP) give 100 % exact match.
+add_test(NAME e2e.evaluate_canonically_equal_reference_is_exact_match
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/evaluate_canonical.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+          ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+set_tests_properties(e2e.evaluate_canonically_equal_reference_is_exact_match PROPERTIES
+  FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
