@@ -1,7 +1,7 @@
 // libFuzzer target: the translation input path of `anuvad translate` on arbitrary bytes: line
-// cleaning, UTF-8/NUL checks, the model's text normalization, TranslationModel::encode_source (SentencePiece, truncation to
-// max_positions − 1) and greedy or beam decoding with the small committed reference model
-// (tests/data/reference/model_pre.safetensors).
+// cleaning, UTF-8/NUL checks, the model's text normalization, TranslationModel::encode_source
+// (SentencePiece, truncation to max_positions − 1) and greedy or beam decoding with the small
+// committed reference model (tests/data/reference/model_pre.safetensors).
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
