@@ -445,11 +445,33 @@ TEST_CASE("Alignments from a hand-made cross-attention matrix", "[decode][alignm
   CHECK(format_alignment(h, parse_alignment("hard"), 2, 1) == "0-0 2-1");
   CHECK(format_alignment(h, parse_alignment("0.3"), 2, 1) == "0-0 2-1");
   CHECK(format_alignment(h, parse_alignment("0.25"), 2, 1) == "0-0 1-0 1-1 2-1");
-  CHECK(format_alignment(h, parse_alignment("soft"), 2, 1) == "0.5000,0.2500,0.1250 0.0000,0.2500,0.7500");
+  // Soft: the source EOS column dropped, each row renormalised (row 0 had 0.125 on EOS).
+  CHECK(format_alignment(h, parse_alignment("soft"), 2, 1) == "0.5714,0.2857,0.1429 0.0000,0.2500,0.7500");
   // Ties: the first source token. Layer 0 is all zeros: every target token aligns to 0.
   CHECK(format_alignment(h, parse_alignment("hard"), 2, 0) == "0-0 0-1");
   CHECK(format_alignment(h, parse_alignment("1"), 2, 0).empty());
   CHECK_THROWS_AS(head_average(h.attention, 2, 2), std::out_of_range);
   for (const char* bad : {"0", "1.5", "x", "0.5x", "", "-0.2"})
     CHECK_THROWS_AS(parse_alignment(bad), ConfigError);
+}
+
+TEST_CASE("Soft alignment rows are distributions over the source subwords", "[decode][alignment]") {
+  // Rows of a softmax over S = 6 source tokens (5 + EOS) with uneven EOS mass; the last row has
+  // all its mass on EOS and stays zero.
+  Mat avg(4, 6);
+  avg << 0.10, 0.20, 0.05, 0.05, 0.30, 0.30,
+         0.01, 0.02, 0.03, 0.04, 0.62, 0.28,
+         0.30, 0.10, 0.10, 0.20, 0.29, 0.01,
+         0.00, 0.00, 0.00, 0.00, 0.00, 1.00;
+  const Mat soft = soft_alignment(avg, 4, 5);
+  REQUIRE(soft.rows() == 4);
+  REQUIRE(soft.cols() == 5);
+  for (Index t = 0; t < 3; ++t) {
+    double sum = 0;
+    for (Index s = 0; s < 5; ++s) sum += soft(t, s);
+    CHECK(std::abs(sum - 1.0) < 1e-6);
+    // Proportional: ratios between source tokens are kept.
+    CHECK(soft(t, 1) * avg(t, 0) == Approx(soft(t, 0) * avg(t, 1)).margin(1e-7));
+  }
+  CHECK(soft.row(3).isZero());
 }

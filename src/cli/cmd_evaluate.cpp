@@ -32,6 +32,7 @@ struct EvaluateOptions {
   std::string output_path;
   bool json = false;
   int cpu_threads = 0;
+  bool max_length_given = false;  ///< --max-length was on the command line
 };
 
 std::string fixed(double v, int digits) {
@@ -56,8 +57,8 @@ void run_evaluate(const EvaluateOptions& o) {
   if (o.decode.n_best > o.decode.beam_size) throw ConfigError("--n-best must not exceed --beam-size");
   BleuOptions bleu_opts;
   bleu_opts.tokenize = o.tokenize;
-  const auto pairs = read_parallel_corpus(o.test_sets);
   const TranslationModel m = load_model(o.model_path);
+  const auto pairs = read_parallel_corpus(o.test_sets, m.normalization);
 
   // Sources as subword ids, truncated (with a warning) to what the model can encode.
   std::vector<std::vector<int32_t>> sources(pairs.size());
@@ -68,8 +69,9 @@ void run_evaluate(const EvaluateOptions& o) {
     refs.push_back(pairs[i].tgt);
   }
 
+  const DecodeOptions decode = honoured_decode_options(o.decode, m.transformer->config(), o.max_length_given);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto hyps = Translator(*m.transformer, o.decode, o.mini_batch).translate_text(sources, *m.tgt_tokenizer);
+  const auto hyps = Translator(*m.transformer, decode, o.mini_batch).translate_text(sources, *m.tgt_tokenizer);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("translated {} sentences in {:.2f} s (beam size {})", hyps.size(), seconds,
                o.decode.beam_size);
@@ -80,7 +82,11 @@ void run_evaluate(const EvaluateOptions& o) {
     if (!out.flush()) throw IoError(o.output_path + ": write failed");
   }
 
-  const EvaluationScores e = evaluate_translations(hyps, refs, bleu_opts);
+  // Hypotheses are compared with the references under the same normalization.
+  std::vector<std::string> normalized_hyps;
+  normalized_hyps.reserve(hyps.size());
+  for (const auto& h : hyps) normalized_hyps.push_back(m.normalize(h));
+  const EvaluationScores e = evaluate_translations(normalized_hyps, refs, bleu_opts);
   if (o.json) {
     nlohmann::json j;
     j["model"] = o.model_path;
@@ -133,7 +139,10 @@ void setup_evaluate(CLI::App& app) {
   sub->add_option("-o,--output", o->output_path, "Also write the translations here, one per line");
   sub->add_flag("--json", o->json, "Print one JSON object instead of text");
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->callback([o] { run_evaluate(*o); });
+  sub->callback([o, sub] {
+    o->max_length_given = sub->count("--max-length") > 0;
+    run_evaluate(*o);
+  });
 }
 
 }  // namespace anuvad::cli

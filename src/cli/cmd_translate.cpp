@@ -1,6 +1,7 @@
 // `anuvad translate` (greedy autoregressive decoding with the KV cache) and `anuvad score`
 // (forced decoding of given translations).
 #include <omp.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -35,6 +36,7 @@ struct TranslateOptions {
   std::string attention_json;  ///< write every attention weight here (docs/attention.md)
   std::string attention_html;  ///< write the attention viewer page here
   int cpu_threads = 0;
+  bool max_length_given = false;  ///< --max-length was on the command line
 };
 
 struct ScoreOptions {
@@ -51,16 +53,20 @@ std::string format_scores(const std::vector<double>& scores) {
   return out.str();
 }
 
-/// One input sentence: its text, where it came from, and an error (then it is not translated).
+/// One input sentence: its text (normalized as the model's training text), where it came from,
+/// and an error (then it is not translated).
 struct InputLine {
   std::string text;
   std::string where;
   std::string error;
 };
 
-InputLine make_line(std::string text, std::string where) {
+/// A line or argument as the model sees it: checked (UTF-8, NUL), then normalized with the
+/// model's rule (empty when it has nothing but whitespace and byte-order marks).
+InputLine make_line(std::string text, std::string where, const TranslationModel& m) {
   InputLine l{std::move(text), std::move(where), {}};
   l.error = check_text(l.text);
+  if (l.error.empty()) l.text = m.normalize(l.text);
   return l;
 }
 
@@ -97,12 +103,12 @@ class LinePrinter {
       if (!lines[i].error.empty()) {
         std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
         exit_code() = 1;
-        std::cout << "\n";
+        print_empty();
         continue;
       }
       if (dumping(o_)) kept_.push_back({result[i].front(), src[i], lines[i].text});
-      if (src[i].empty()) {  // an empty (or blank) line gives an empty line, whatever the format
-        std::cout << "\n";
+      if (src[i].empty()) {  // an empty (or blank) line gives one empty record, whatever the format
+        print_empty();
         continue;
       }
       for (const Hypothesis& h : result[i]) {
@@ -132,11 +138,24 @@ class LinePrinter {
   };
 
   void print(const Hypothesis& h) const {
+    print_record(m_.tgt_tokenizer->detokenize(h.tokens),
+                 o_.alignment.empty() ? "" : format_alignment(h, alignment_, cfg_.n_heads, layer_),
+                 h.token_scores, h.score, h.normalized_score);
+  }
+
+  /// The record of an input with nothing to translate (empty after normalization, or skipped
+  /// for an error): the empty translation with empty fields and scores 0, e.g.
+  /// "1 |||  ||| F0= 0.000000 ||| 0.000000" with --n-best; a bare empty line without flags.
+  void print_empty() const { print_record("", "", {}, 0.0, 0.0); }
+
+  /// One output line in the format the flags ask for (fields joined by " ||| ").
+  void print_record(const std::string& translation, const std::string& alignment,
+                    const std::vector<double>& token_scores, double score, double normalized) const {
     if (o_.print_n_best) std::cout << sentence_id_ << " ||| ";
-    std::cout << m_.tgt_tokenizer->detokenize(h.tokens);
-    if (!o_.alignment.empty()) std::cout << " ||| " << format_alignment(h, alignment_, cfg_.n_heads, layer_);
-    if (o_.word_scores) std::cout << " ||| WordScores= " << format_scores(h.token_scores);
-    if (o_.print_n_best) std::cout << " ||| F0= " << format_scores({h.score}) << " ||| " << format_scores({h.normalized_score});
+    std::cout << translation;
+    if (!o_.alignment.empty()) std::cout << " ||| " << alignment;
+    if (o_.word_scores) std::cout << " ||| WordScores= " << format_scores(token_scores);
+    if (o_.print_n_best) std::cout << " ||| F0= " << format_scores({score}) << " ||| " << format_scores({normalized});
     std::cout << "\n";
   }
 
@@ -156,11 +175,13 @@ void run_translate(const TranslateOptions& o) {
   if (o.decode.n_best > o.decode.beam_size && o.print_n_best)
     throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
   const TranslationModel m = load_model(o.model_path);
-  LinePrinter printer(o, m, alignment);
+  TranslateOptions used = o;
+  used.decode = honoured_decode_options(o.decode, m.transformer->config(), o.max_length_given);
+  LinePrinter printer(used, m, alignment);
   if (!o.sentences.empty()) {
     std::vector<InputLine> lines;
     for (size_t i = 0; i < o.sentences.size(); ++i)
-      lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1)));
+      lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1), m));
     printer.translate(lines);
     printer.finish();
     return;
@@ -173,7 +194,7 @@ void run_translate(const TranslateOptions& o) {
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     clean_line(line, n == 1);
-    pending.push_back(make_line(line, "<stdin>:" + std::to_string(n)));
+    pending.push_back(make_line(line, "<stdin>:" + std::to_string(n), m));
     if (pending.size() >= chunk) {
       printer.translate(pending);
       pending.clear();
@@ -193,7 +214,7 @@ void run_score(const ScoreOptions& o) {
     const std::string where = "<stdin>:" + std::to_string(n);
     std::string why = check_text(line);
     SentencePair pair;
-    if (why.empty()) why = split_tsv_pair(line, pair);
+    if (why.empty()) why = split_tsv_pair(line, pair, m.normalization);
     Example e;
     if (why.empty()) {
       // Not truncated (unlike translate's sources): a score of part of a pair would be wrong.
@@ -218,6 +239,16 @@ void run_score(const ScoreOptions& o) {
 }
 
 }  // namespace
+
+DecodeOptions honoured_decode_options(DecodeOptions opts, const ModelConfig& cfg, bool given) {
+  const int cap = cfg.max_positions - 1;
+  if (opts.max_length <= cap) return opts;
+  if (given)
+    spdlog::warn("--max-length {} exceeds this model's limit of max_positions − 1 = {} subwords; using {}",
+                 opts.max_length, cap, cap);
+  opts.max_length = cap;
+  return opts;
+}
 
 void add_decode_options(CLI::App* sub, DecodeOptions& opts) {
   sub->add_option("-b,--beam-size", opts.beam_size, "Beam size (1 = greedy search)")
@@ -262,7 +293,10 @@ void setup_translate(CLI::App& app) {
   sub->add_option("--html", o->attention_html,
                   "Write a self-contained attention viewer page to FILE.html");
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->callback([o] { run_translate(*o); });
+  sub->callback([o, sub] {
+    o->max_length_given = sub->count("--max-length") > 0;
+    run_translate(*o);
+  });
 }
 
 void setup_score(CLI::App& app) {

@@ -24,6 +24,11 @@ void setup_average(CLI::App& app);
 /// -n/--normalize, --word-penalty, --max-length-factor, --max-length, --allow-unk.
 void add_decode_options(CLI::App* sub, DecodeOptions& opts);
 
+/// `opts` with max_length lowered to what a model of config `cfg` can produce (max_positions − 1
+/// subwords), so that what is recorded is the limit actually used. When the user asked for more
+/// (`given`: --max-length was on the command line), logs a one-line warning naming the cap.
+DecodeOptions honoured_decode_options(DecodeOptions opts, const ModelConfig& cfg, bool given);
+
 /// Exit code of the last subcommand run (0 = success); set by commands that keep going after
 /// per-line errors.
 int& exit_code();

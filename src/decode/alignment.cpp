@@ -52,6 +52,17 @@ std::vector<std::pair<Index, Index>> threshold_alignment(const Mat& avg, Index n
   return out;
 }
 
+Mat soft_alignment(const Mat& avg, Index n_tgt, Index n_src) {
+  Mat out = avg.topLeftCorner(n_tgt, n_src);
+  for (Index t = 0; t < n_tgt; ++t) {
+    double sum = 0;
+    for (Index s = 0; s < n_src; ++s) sum += out(t, s);
+    if (sum > 0)
+      for (Index s = 0; s < n_src; ++s) out(t, s) = static_cast<Scalar>(out(t, s) / sum);
+  }
+  return out;
+}
+
 std::string format_alignment(const Hypothesis& h, const AlignmentSpec& spec, int n_heads, int layer) {
   const Mat a = head_average(h.attention, layer, n_heads);
   const Index n_tgt = static_cast<Index>(h.tokens.size());
@@ -60,9 +71,10 @@ std::string format_alignment(const Hypothesis& h, const AlignmentSpec& spec, int
   if (spec.kind == AlignmentSpec::Kind::kSoft) {
     out.setf(std::ios::fixed);
     out.precision(4);
+    const Mat soft = soft_alignment(a, n_tgt, n_src);
     for (Index t = 0; t < n_tgt; ++t) {
       if (t) out << ' ';
-      for (Index s = 0; s < n_src; ++s) out << (s ? "," : "") << a(t, s);
+      for (Index s = 0; s < n_src; ++s) out << (s ? "," : "") << soft(t, s);
     }
     return out.str();
   }

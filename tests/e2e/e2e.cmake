@@ -16,11 +16,8 @@ add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-4)
 add_test(NAME e2e.batched_translation_equals_line_by_line
-  COMMAND bash -c "cut -f1 '${PROJECT_SOURCE_DIR}/data/dev.tsv' > dev.src && \
-    '$<TARGET_FILE:anuvad>' translate -m '${ANUVAD_E2E_MODEL}' -b 4 --mini-batch 1 < dev.src > one.txt && \
-    '$<TARGET_FILE:anuvad>' translate -m '${ANUVAD_E2E_MODEL}' -b 4 --mini-batch 32 < dev.src > batched.txt && \
-    cmp one.txt batched.txt && echo identical"
-  WORKING_DIRECTORY ${CMAKE_BINARY_DIR})
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+          ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-5)
 set_tests_properties(e2e.exact_match_train_at_least_90_percent e2e.how_are_you_prints_devanagari
   e2e.translate_and_score_word_scores_agree_on_dev e2e.batched_translation_equals_line_by_line
   PROPERTIES FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
@@ -65,3 +62,19 @@ add_test(NAME e2e.pipe_sighup_changed_corpus_and_limits_on_resume
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/signals.sh $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.pipe_sighup_changed_corpus_and_limits_on_resume PROPERTIES LABELS e2e TIMEOUT 600)
+# The model's text normalization at translation time: फ़ोन in both spellings, tab/NBSP/VT and BOM
+# variants, blank lines, and evaluate's canonically equal references (translate, score, evaluate).
+add_test(NAME e2e.translate_score_evaluate_normalize_text
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/normalization.sh $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
+# One record per input in every output format; soft alignment rows sum to 1; --max-length cap.
+add_test(NAME e2e.translate_output_records
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/output_records.sh $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_tiny.safetensors)
+set_tests_properties(e2e.translate_score_evaluate_normalize_text e2e.translate_output_records PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model LABELS e2e TIMEOUT 120)
+# evaluate normalizes hypotheses and references alike: references canonically equal to the
+# default model's translations of dev (nukta letters precomposed, NBSP) give 100 % exact match.
+add_test(NAME e2e.evaluate_canonically_equal_reference_is_exact_match
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/evaluate_canonical.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+          ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+set_tests_properties(e2e.evaluate_canonically_equal_reference_is_exact_match PROPERTIES
+  FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # `translate --word-scores` and `score --word-scores` of the same greedy output agree per token.
 # The decoder's log-probabilities while generating (KV-cached path) must equal forced decoding
-# of the output (teacher-forced path) within TOL. A line whose output SentencePiece re-segments
-# differently when re-encoded is reported and skipped (its scores are of other tokens).
+# of the output (teacher-forced path) within TOL on every line whose output, re-encoded by
+# `score`, has as many subwords as the decoder emitted (README "score": score re-tokenizes the
+# text, so a non-canonical segmentation is scored as other tokens). Those lines are counted as
+# re-segmented and skipped; at least half of the lines must be compared.
 # Usage: scores_agree.sh ANUVAD MODEL CORPUS.tsv TOL
 set -euo pipefail
 anuvad=$1 model=$2 corpus=$3 tol=$4

@@ -1,7 +1,7 @@
 // libFuzzer target: the translation input path of `anuvad translate` on arbitrary bytes: line
-// cleaning, UTF-8/NUL checks, TranslationModel::encode_source (SentencePiece, truncation to
-// max_positions − 1) and greedy or beam decoding with the small committed reference model
-// (tests/data/reference/model_pre.safetensors).
+// cleaning, UTF-8/NUL checks, the model's text normalization, TranslationModel::encode_source
+// (SentencePiece, truncation to max_positions − 1) and greedy or beam decoding with the small
+// committed reference model (tests/data/reference/model_pre.safetensors).
 #include <spdlog/spdlog.h>
 
 #include <cstdint>
@@ -24,7 +24,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string line(reinterpret_cast<const char*>(data), size);
   anuvad::clean_line(line, true);
   if (!anuvad::check_text(line).empty()) return 0;  // rejected with a message, as the CLI does
-  const std::vector<int32_t> ids = model.encode_source(line, "fuzz input");
+  const std::vector<int32_t> ids = model.encode_source(model.normalize(line), "fuzz input");
   anuvad::DecodeOptions opts;
   opts.max_length = 8;
   opts.beam_size = 1 + static_cast<int>(size % 3);

@@ -35,10 +35,17 @@ std::vector<std::pair<Index, Index>> hard_alignment(const Mat& avg, Index n_tgt,
 std::vector<std::pair<Index, Index>> threshold_alignment(const Mat& avg, Index n_tgt, Index n_src,
                                                          double threshold);
 
+/// Soft alignment [n_tgt, n_src]: the first n_tgt rows and n_src columns of `avg` (the source
+/// EOS column dropped), each row renormalised to sum to 1, following the convention of an
+/// alignment as a distribution over source words: the mass a target token put on the source
+/// EOS is redistributed proportionally over the source subwords. A row with no mass stays 0.
+Mat soft_alignment(const Mat& avg, Index n_tgt, Index n_src);
+
 /// The alignment field of hypothesis h on subword positions, the source's and the output's EOS
 /// excluded, from decoder layer `layer`'s head-averaged cross-attention (h.attention must be
 /// filled): hard and threshold as Pharaoh pairs "s-t s-t ...", soft as one comma-separated
-/// list of the weights over the source tokens (4 decimals) per target token, space-separated.
+/// list of the soft_alignment weights over the source tokens (4 decimals, each row sums to 1)
+/// per target token, space-separated.
 std::string format_alignment(const Hypothesis& h, const AlignmentSpec& spec, int n_heads, int layer);
 
 }  // namespace anuvad
