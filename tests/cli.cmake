@@ -75,7 +75,7 @@ add_test(NAME cli.train_vocabulary_too_small
                  $<TARGET_FILE:anuvad> ${CMAKE_BINARY_DIR}/cli_vocab_too_small.safetensors ${ANUVAD_CLI_DATA}/tiny.tsv
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.train_vocabulary_too_small PROPERTIES
-  PASS_REGULAR_EXPRESSION "anuvad: error: target vocabulary \\(--tgt-vocab-size\\) of 20 pieces is too small for the [0-9]+ distinct characters of its text: use at least [0-9]+\nanuvad exit status 1 end\nno model\n$"
+  PASS_REGULAR_EXPRESSION "anuvad: error: target vocabulary \\(--tgt-vocab-size\\) of 20 pieces is too small for the [0-9]+ distinct characters of its text \\(each needs a piece, as do the word boundary ▁ and 4 specials\\): use at least [0-9]+\nanuvad exit status 1 end\nno model\n$"
   FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
   LABELS cli
   TIMEOUT 20)

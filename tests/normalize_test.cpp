@@ -120,8 +120,8 @@ TEST_CASE("A vocabulary too small for the text's characters is refused in anuvad
     } catch (const anuvad::TokenizerError& e) {
       const std::string msg = e.what();
       CHECK(msg == "target vocabulary (--tgt-vocab-size) of " + std::to_string(size) +
-                       " pieces is too small for the 63 distinct characters of its text: use at "
-                       "least 68");
+                       " pieces is too small for the 63 distinct characters of its text (each needs a piece, as do "
+                       "the word boundary ▁ and 4 specials): use at least 68");
       CHECK(msg.find("character_coverage") == std::string::npos);
     }
   }

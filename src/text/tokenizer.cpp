@@ -46,7 +46,7 @@ void check_covers_characters(const std::vector<std::string>& sentences,
   if (size_t(opts.vocab_size) < needed)
     throw TokenizerError(opts.name + " of " + std::to_string(opts.vocab_size) +
                          " pieces is too small for the " + std::to_string(chars.size() - 1) +
-                         " distinct characters of its text: use at least " + std::to_string(needed));
+                         " distinct characters of its text (each needs a piece, as do the word boundary ▁ and 4 specials): use at least " + std::to_string(needed));
 }
 
 }  // namespace

@@ -29,8 +29,9 @@ struct TokenizerOptions {
 class Tokenizer {
  public:
   /// Trains a model on `sentences` (in memory) and returns it. Throws TokenizerError, e.g.
-  /// "target vocabulary (--tgt-vocab-size) of 20 pieces is too small for the 64 distinct
-  /// characters of its text: use at least 68" (every character needs a piece, plus 4 specials).
+  /// "target vocabulary (--tgt-vocab-size) of 20 pieces is too small for the 63 distinct
+  /// characters of its text (each needs a piece, as do the word boundary ▁ and 4
+  /// specials): use at least 68".
   static Tokenizer train(const std::vector<std::string>& sentences, const TokenizerOptions& opts);
   /// Loads a serialized SentencePiece model proto. Throws TokenizerError when invalid.
   static Tokenizer from_serialized(const std::string& model_proto);
