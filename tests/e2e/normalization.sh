@@ -26,8 +26,10 @@ plain=$(tl "We are friends.")
 for variant in $'We are\tfriends.' $'We are\u00a0friends.' $'\tWe are friends.' $'We  are friends. \v'; do
   [ "$(tl "$variant")" = "$plain" ] || fail "'$variant' translates differently"
 done
-# The same on stdin, with a BOM at the start of line 2 (two files concatenated).
-printf 'We are friends.\n\xef\xbb\xbfWe are friends.\nWe are\xc2\xa0friends.\n' | tl > "$dir/out"
+# The same on stdin, with a BOM at the start of line 2 (two files concatenated). Line by line
+# (--mini-batch 1), as the argument is: a batch of 3 may round differently from a batch of 1, and
+# an untrained model's near-tied logits can turn that into a different token (seen under ASan).
+printf 'We are friends.\n\xef\xbb\xbfWe are friends.\nWe are\xc2\xa0friends.\n' | tl --mini-batch 1 > "$dir/out"
 [ "$(sort -u "$dir/out" | wc -l)" -eq 1 ] && [ "$(head -1 "$dir/out")" = "$plain" ] \
   || fail "stdin: BOM/NBSP lines translate differently" "$dir/out"
 
