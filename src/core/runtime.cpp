@@ -6,6 +6,8 @@
 
 #include <Eigen/Core>
 
+#include "anuvad/core/gemm.h"
+
 namespace anuvad {
 
 void configure_allocator() {
@@ -16,6 +18,7 @@ void configure_allocator() {
 void configure_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
   Eigen::setNbThreads(1);
+  gemm_single_threaded();
 }
 
 }  // namespace anuvad

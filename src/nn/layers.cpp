@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/gemm.h"
 
 namespace anuvad {
 
@@ -79,7 +80,7 @@ void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eig
     const auto [r0, r1] = share(x.rows(), omp_get_thread_num(), omp_get_num_threads());
     auto yb = y.middleRows(r0, r1 - r0);
     yb.rowwise() = b.row(0);
-    yb.noalias() += x.middleRows(r0, r1 - r0) * w.transpose();
+    gemm(x.middleRows(r0, r1 - r0), false, w, true, Scalar(1), Scalar(1), yb);
   }
 }
 
@@ -100,14 +101,11 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const auto [o0, o1] = share(w.rows(), t, nt);
-    dw.middleRows(o0, o1 - o0).noalias() += dy.middleCols(o0, o1 - o0).transpose() * x;
+    gemm(dy.middleCols(o0, o1 - o0), true, x, false, Scalar(1), Scalar(1), dw.middleRows(o0, o1 - o0));
     db.middleCols(o0, o1 - o0) += dy.middleCols(o0, o1 - o0).colwise().sum();
     const auto [r0, r1] = share(dy.rows(), t, nt);
-    if (accumulate) {
-      dx.middleRows(r0, r1 - r0).noalias() += dy.middleRows(r0, r1 - r0) * w;
-    } else {
-      dx.middleRows(r0, r1 - r0).noalias() = dy.middleRows(r0, r1 - r0) * w;
-    }
+    gemm(dy.middleRows(r0, r1 - r0), false, w, false, Scalar(1), accumulate ? Scalar(1) : Scalar(0),
+         dx.middleRows(r0, r1 - r0));
   }
 }
 

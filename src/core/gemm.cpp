@@ -1,0 +1,83 @@
+// Routing of matrix products to OpenBLAS or Eigen (see include/anuvad/core/gemm.h).
+#include "anuvad/core/gemm.h"
+
+#include <cblas.h>
+
+#include "anuvad/core/error.h"
+
+// OpenBLAS extensions (declared in its cblas.h, restated here so that the header of another
+// CBLAS would not break the build): the kernel chosen at start-up, the build options, threads.
+extern "C" {
+char* openblas_get_corename(void);
+char* openblas_get_config(void);
+void openblas_set_num_threads(int num_threads);
+}
+
+namespace anuvad {
+
+namespace {
+
+/// cblas_sgemm / cblas_dgemm by overload (the gradient-check build runs in double).
+[[maybe_unused]] void cblas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, float alpha,
+                const float* a, int lda, const float* b, int ldb, float beta, float* c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+[[maybe_unused]] void cblas_gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int m, int n, int k, double alpha,
+                const double* a, int lda, const double* b, int ldb, double beta, double* c,
+                int ldc) {
+  cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// The same product with Eigen (small m); A and B are views, never copied.
+template <typename A, typename B>
+void eigen_gemm(const A& a, const B& b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
+  if (beta == Scalar(0)) {
+    c.noalias() = alpha * (a * b);
+  } else {
+    if (beta != Scalar(1)) c *= beta;
+    c.noalias() += alpha * (a * b);
+  }
+}
+
+}  // namespace
+
+void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+          bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
+  const Index m = trans_a ? a.cols() : a.rows(), k = trans_a ? a.rows() : a.cols();
+  const Index kb = trans_b ? b.cols() : b.rows(), n = trans_b ? b.rows() : b.cols();
+  ANUVAD_CHECK_SHAPE(k == kb && c.rows() == m && c.cols() == n,
+                     "gemm: [" + std::to_string(m) + "x" + std::to_string(k) + "]·[" +
+                         std::to_string(kb) + "x" + std::to_string(n) + "] into [" +
+                         std::to_string(c.rows()) + "x" + std::to_string(c.cols()) + "]");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {  // an empty sum: C = β·C (BLAS would do the same; Eigen's product is all zeros)
+    if (beta == Scalar(0)) c.setZero(); else c *= beta;
+    return;
+  }
+  if (m >= kGemmBlasMinRows) {
+    cblas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
+               int(n), int(k), alpha, a.data(), int(a.outerStride()), b.data(),
+               int(b.outerStride()), beta, c.data(), int(c.outerStride()));
+    return;
+  }
+  if (!trans_a && trans_b) return eigen_gemm(a, b.transpose(), alpha, beta, c);
+  if (!trans_a && !trans_b) return eigen_gemm(a, b, alpha, beta, c);
+  if (trans_a && !trans_b) return eigen_gemm(a.transpose(), b, alpha, beta, c);
+  eigen_gemm(a.transpose(), b.transpose(), alpha, beta, c);
+}
+
+std::string gemm_backend() {
+  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... SINGLE_THREADED".
+  const std::string config = openblas_get_config();
+  const size_t version_end = config.find(' ', config.find(' ') + 1);
+  const bool single = config.find("SINGLE_THREADED") != std::string::npos;
+  return config.substr(0, version_end) + (single ? " (single-threaded" : " (set to 1 thread") +
+         ", core " + openblas_get_corename() + ") for >= " + std::to_string(kGemmBlasMinRows) +
+         " rows, Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
+         std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) +
+         " below";
+}
+
+void gemm_single_threaded() { openblas_set_num_threads(1); }
+
+}  // namespace anuvad
