@@ -29,8 +29,8 @@ std::vector<int32_t> reference_greedy(const Transformer& m, const std::vector<in
   Example e{src, {}};
   const Batch b = make_batch({&e});
   ForwardCache cache;
-  m.encode(b.src, 1, b.src_len, b.src_lengths, DropoutContext{}, cache);
-  DecoderState st = m.begin_decoding(cache.memory, 1, b.src_len, b.src_lengths, limit + 1);
+  m.encode(b.src, b.src_rows, DropoutContext{}, cache);
+  DecoderState st = m.begin_decoding(cache.memory, b.src_rows, limit + 1);
   std::vector<int32_t> out;
   int32_t tok = kBosId;
   Mat logits;

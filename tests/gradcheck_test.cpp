@@ -158,14 +158,16 @@ TEST_CASE("MultiHeadAttention backward matches finite differences", "[gradcheck]
       ParamRegistry reg;
       MultiHeadAttention mha(reg, "attn", d_model, n_heads);
       randomize(reg, 20);
-      Mat x_q = random_mat(Index(c.batch) * c.n_q, d_model, 21);
-      Mat x_kv = c.self ? x_q : random_mat(Index(c.batch) * c.n_k, d_model, 22);
-      const Mat r = random_mat(Index(c.batch) * c.n_q, d_model, 23);
-      const AttentionMask mask{&c.key_lengths, c.causal, 0};
+      // Packed rows (no padding): keys/values per key_lengths, queries as many (self) or n_q.
+      const Packing kv_rows = Packing::of(c.key_lengths);
+      const Packing q_rows = c.self ? kv_rows : Packing::of(std::vector<int>(size_t(c.batch), c.n_q));
+      Mat x_q = random_mat(q_rows.rows(), d_model, 21);
+      Mat x_kv = c.self ? x_q : random_mat(kv_rows.rows(), d_model, 22);
+      const Mat r = random_mat(q_rows.rows(), d_model, 23);
       auto run = [&](AttentionCache& cache, Mat& y) {
         Rng rng(5);
         const Mat& kv = c.self ? x_q : x_kv;
-        mha.forward(x_q, kv, c.batch, c.n_q, c.n_k, mask, c.attention_dropout, DropoutContext{&rng}, cache, y);
+        mha.forward(x_q, kv, q_rows, kv_rows, c.causal, c.attention_dropout, DropoutContext{&rng}, cache, y);
       };
       auto loss = [&] {
         AttentionCache cache;
@@ -179,12 +181,12 @@ TEST_CASE("MultiHeadAttention backward matches finite differences", "[gradcheck]
       REQUIRE(y.allFinite());
       if (c.self) {
         Mat dx;
-        mha.backward(r, x_q, x_q, c.batch, c.n_q, c.n_k, mask, cache, dx, dx);
+        mha.backward(r, x_q, x_q, q_rows, kv_rows, cache, dx, dx);
         REQUIRE(dx.allFinite());
         CHECK(max_grad_error(x_q, dx, loss) < kTol);
       } else {
         Mat dq, dkv;
-        mha.backward(r, x_q, x_kv, c.batch, c.n_q, c.n_k, mask, cache, dq, dkv);
+        mha.backward(r, x_q, x_kv, q_rows, kv_rows, cache, dq, dkv);
         REQUIRE(dq.allFinite());
         REQUIRE(dkv.allFinite());
         CHECK(max_grad_error(x_q, dq, loss) < kTol);
@@ -246,14 +248,13 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
     EncoderLayer enc(reg, "enc", cfg);
     DecoderLayer dec(reg, "dec", cfg);
     randomize(reg, 40);
-    Mat x_src = random_mat(Index(b.batch_size) * b.src_len, cfg.d_model, 41);
-    Mat x_tgt = random_mat(Index(b.batch_size) * b.tgt_len, cfg.d_model, 42);
+    Mat x_src = random_mat(b.src_rows.rows(), cfg.d_model, 41);
+    Mat x_tgt = random_mat(b.tgt_rows.rows(), cfg.d_model, 42);
     const Mat r_tgt = random_mat(x_tgt.rows(), cfg.d_model, 43);
     // L = Σ R ⊙ decoder(x_tgt, memory = encoder(x_src)): exercises dmemory as well.
     auto run = [&](EncoderLayerCache& ec, DecoderLayerCache& dc, Mat& mem, Mat& y) {
-      enc.forward(x_src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, ec, mem);
-      dec.forward(x_tgt, mem, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths,
-                  DropoutContext{}, dc, y);
+      enc.forward(x_src, b.src_rows, DropoutContext{}, ec, mem);
+      dec.forward(x_tgt, mem, b.tgt_rows, b.src_rows, DropoutContext{}, dc, y);
     };
     auto loss = [&] {
       EncoderLayerCache ec;
@@ -267,8 +268,8 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
     Mat mem, y, dx_tgt, dx_src;
     run(ec, dc, mem, y);
     Mat dmem = Mat::Zero(mem.rows(), mem.cols());
-    dec.backward(r_tgt, mem, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths, b.src_lengths, dc, dx_tgt, dmem);
-    enc.backward(dmem, b.batch_size, b.src_len, b.src_lengths, ec, dx_src);
+    dec.backward(r_tgt, mem, b.tgt_rows, b.src_rows, dc, dx_tgt, dmem);
+    enc.backward(dmem, b.src_rows, ec, dx_src);
     INFO(norm << "-norm");
     CHECK(max_grad_error(x_tgt, dx_tgt, loss) < kTol);
     CHECK(max_grad_error(x_src, dx_src, loss) < kTol);

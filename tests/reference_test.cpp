@@ -137,10 +137,12 @@ anuvad::Batch fixture_batch(const json& fx) {
   anuvad::Batch b = anuvad::make_batch(ptrs);
 
   const json& jb = fx.at("batch");
+  // The fixture's batch is right-padded [B, T]; ours is packed: its rows without the PADs.
   auto flatten = [](const json& rows) {
     anuvad::TokenIds out;
     for (const auto& row : rows)
-      for (const auto& id : row) out.push_back(id.get<int32_t>());
+      for (const auto& id : row)
+        if (id.get<int32_t>() != anuvad::kPadId) out.push_back(id.get<int32_t>());
     return out;
   };
   REQUIRE(b.batch_size == jb.at("B").get<int>());
@@ -153,6 +155,15 @@ anuvad::Batch fixture_batch(const json& fx) {
   REQUIRE(b.tgt_lengths == jb.at("tgt_lengths").get<std::vector<int>>());
   REQUIRE(b.n_tgt_tokens() == fx.at("n_tgt_tokens").get<int64_t>());
   return b;
+}
+
+/// Packed rows [Σ lengths, C] (rows laid out as `p`) → the right-padded [B·T, C] layout of the
+/// PyTorch fixture, padding rows zero.
+Mat unpack_rows(const Mat& packed, const anuvad::Packing& p, int T) {
+  Mat out = Mat::Zero(Index(p.batch_size()) * T, packed.cols());
+  for (int b = 0; b < p.batch_size(); ++b)
+    out.middleRows(Index(b) * T, p.lengths[size_t(b)]) = packed.middleRows(p.offsets[size_t(b)], p.lengths[size_t(b)]);
+  return out;
 }
 
 /// Row filter of an attention matrix [B·H·Tq, Tk]: row (b·H + h)·Tq + i is a real query when
@@ -180,12 +191,12 @@ void check_teacher_forced(const std::string& which) {
   anuvad::ForwardCache cache;
   Mat logits;
   model.forward(b, anuvad::DropoutContext{}, cache, logits);
-  REQUIRE(logits.rows() == Index(B) * T);
+  REQUIRE(logits.rows() == b.tgt_rows.rows());  // packed: real target tokens only
   REQUIRE(logits.cols() == cfg.tgt_vocab_size);
 
   // Logits, real target positions.
   {
-    const double dev = rel_dev(logits, fx.at("logits").get<std::vector<double>>(),
+    const double dev = rel_dev(unpack_rows(logits, b.tgt_rows, T), fx.at("logits").get<std::vector<double>>(),
                                [&](Index r) { return r % T < b.tgt_lengths[size_t(r / T)]; });
     report.add("logits", dev);
     INFO(which << ": logits relative deviation " << dev);
@@ -193,7 +204,7 @@ void check_teacher_forced(const std::string& which) {
   }
   // Encoder output, real source positions.
   {
-    const double dev = rel_dev(cache.memory, fx.at("memory").get<std::vector<double>>(),
+    const double dev = rel_dev(unpack_rows(cache.memory, b.src_rows, S), fx.at("memory").get<std::vector<double>>(),
                                [&](Index r) { return r % S < b.src_lengths[size_t(r / S)]; });
     report.add("memory", dev);
     INFO(which << ": memory relative deviation " << dev);
@@ -303,14 +314,15 @@ void check_incremental(const std::string& which) {
   Report report(which + "-norm, KV-cached decoder");
 
   anuvad::ForwardCache cache;
-  model.encode(b.src, B, S, b.src_lengths, anuvad::DropoutContext{}, cache);
+  model.encode(b.src, b.src_rows, anuvad::DropoutContext{}, cache);
   const std::vector<double> ref_logits = fx.at("logits").get<std::vector<double>>();
   const json& att = fx.at("attention").at("decoder");
-  anuvad::DecoderState st = model.begin_decoding(cache.memory, B, S, b.src_lengths, T);
+  anuvad::DecoderState st = model.begin_decoding(cache.memory, b.src_rows, T);
   for (int t = 0; t < T; ++t) {
     // Teacher forcing: feed tgt_in[:, t] (PAD for finished sentences; those rows are ignored).
     std::vector<int32_t> tokens(static_cast<size_t>(B));
-    for (int s = 0; s < B; ++s) tokens[size_t(s)] = b.tgt_in[size_t(s) * T + t];
+    for (int s = 0; s < B; ++s)
+      tokens[size_t(s)] = t < b.tgt_lengths[size_t(s)] ? b.tgt_in[size_t(b.tgt_rows.offsets[size_t(s)] + t)] : anuvad::kPadId;
     Mat step_logits;
     model.decode_step(tokens, st, step_logits);
     REQUIRE(step_logits.rows() == B);

@@ -10,7 +10,6 @@
 extern "C" {
 char* openblas_get_corename(void);
 char* openblas_get_config(void);
-void openblas_set_num_threads(int num_threads);
 }
 
 namespace anuvad {
@@ -67,17 +66,16 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
 }
 
 std::string gemm_backend() {
-  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... SINGLE_THREADED".
+  // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... USE_OPENMP ...".
   const std::string config = openblas_get_config();
   const size_t version_end = config.find(' ', config.find(' ') + 1);
-  const bool single = config.find("SINGLE_THREADED") != std::string::npos;
-  return config.substr(0, version_end) + (single ? " (single-threaded" : " (set to 1 thread") +
-         ", core " + openblas_get_corename() + ") for >= " + std::to_string(kGemmBlasMinRows) +
-         " rows, Eigen " + std::to_string(EIGEN_WORLD_VERSION) + "." +
-         std::to_string(EIGEN_MAJOR_VERSION) + "." + std::to_string(EIGEN_MINOR_VERSION) +
-         " below";
+  const char* threads = config.find("USE_OPENMP") != std::string::npos        ? "OpenMP"
+                        : config.find("SINGLE_THREADED") != std::string::npos ? "single-threaded"
+                                                                              : "pthreads";
+  return config.substr(0, version_end) + " (" + threads + ", core " + openblas_get_corename() +
+         ") for >= " + std::to_string(kGemmBlasMinRows) + " rows, Eigen " +
+         std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
+         std::to_string(EIGEN_MINOR_VERSION) + " below";
 }
-
-void gemm_single_threaded() { openblas_set_num_threads(1); }
 
 }  // namespace anuvad

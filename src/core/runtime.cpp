@@ -6,8 +6,6 @@
 
 #include <Eigen/Core>
 
-#include "anuvad/core/gemm.h"
-
 namespace anuvad {
 
 void configure_allocator() {
@@ -18,7 +16,6 @@ void configure_allocator() {
 void configure_threads(int threads) {
   if (threads > 0) omp_set_num_threads(threads);
   Eigen::setNbThreads(1);
-  gemm_single_threaded();
 }
 
 }  // namespace anuvad

@@ -135,7 +135,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
 
   ForwardCache cache;
   cache.inference = true;
-  model.encode(b.src, N, b.src_len, b.src_lengths, DropoutContext{}, cache);
+  model.encode(b.src, b.src_rows, DropoutContext{}, cache);
   std::vector<SentenceBeam> beams;
   beams.reserve(size_t(N));
   int capacity = 1;
@@ -145,7 +145,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
     beams.emplace_back(opts, limit, cfg.decoder_layers, cfg.n_heads);
   }
   DecoderState state =
-      model.begin_decoding(cache.memory, N, b.src_len, b.src_lengths, capacity, opts.beam_size);
+      model.begin_decoding(cache.memory, b.src_rows, capacity, opts.beam_size);
   search(model, state, beams, opts, capacity);
 
   for (int i = 0; i < N; ++i) {
@@ -182,7 +182,7 @@ std::vector<std::vector<double>> forced_scores(const Transformer& model,
   const Mat logp = log_softmax_rows(logits);
   for (int i = 0; i < b.batch_size; ++i)
     for (int t = 0; t < b.tgt_lengths[i]; ++t) {
-      const Index r = Index(i) * b.tgt_len + t;
+      const Index r = Index(b.tgt_rows.offsets[i]) + t;
       out[i].push_back(static_cast<double>(logp(r, b.tgt_out[r])));
     }
   return out;

@@ -40,6 +40,29 @@ void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
   scaled_dot_product_attention_into(q, k, v, s, mask, drop, probs, ctx);
 }
 
+namespace {
+
+/// Where sentence `sentence` (query side) and key/value block `kv` sit in Q and K/V.
+struct SentenceRows {
+  Index q0, nq, k0, nk;
+};
+
+SentenceRows sentence_rows(const AttentionShape& s, int b, Index kv) {
+  const int sentence = s.batch_offset + b;
+  SentenceRows r{Index(b) * s.n_queries, s.n_queries, kv * s.k_stride, s.n_keys};
+  if (s.q_rows != nullptr) {
+    r.q0 = s.q_rows->offsets[sentence] - s.q_rows->offsets[s.batch_offset];
+    r.nq = s.q_rows->lengths[sentence];
+  }
+  if (s.kv_rows != nullptr) {
+    r.k0 = s.kv_rows->offsets[kv];
+    r.nk = s.kv_rows->lengths[kv];
+  }
+  return r;
+}
+
+}  // namespace
+
 void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat& k,
                                        const Mat& v, const AttentionShape& s,
                                        const AttentionMask& mask, const Mat& drop,
@@ -48,20 +71,33 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
   ANUVAD_CHECK_SHAPE(s.n_heads > 0 && d_model % s.n_heads == 0, "attention: n_heads must divide d_model");
   const Index d_head = d_model / s.n_heads;
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(d_head));
-  ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch_size) * s.n_queries, "attention: q has wrong rows");
+  const int end = s.batch_offset + s.batch_size;
+  if (s.q_rows != nullptr) {
+    ANUVAD_CHECK_SHAPE(s.q_rows->batch_size() >= end && s.q_rows->max_length <= s.n_queries &&
+                           q.rows() == s.q_rows->offsets[end] - s.q_rows->offsets[s.batch_offset],
+                       "attention: q does not match its packing");
+  } else {
+    ANUVAD_CHECK_SHAPE(q.rows() == Index(s.batch_size) * s.n_queries, "attention: q has wrong rows");
+  }
   ANUVAD_CHECK_SHAPE(probs.rows() == Index(s.batch_size) * s.n_heads * s.n_queries &&
                          probs.cols() == s.n_keys && ctx.rows() == q.rows() && ctx.cols() == d_model,
                      "attention: probs/ctx have wrong shape");
-  int n_kv_blocks = s.batch_offset + s.batch_size;
+  int n_kv_blocks = end;
   if (s.kv_index != nullptr) {
-    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) >= s.batch_offset + s.batch_size,
-                       "attention: kv_index size");
+    ANUVAD_CHECK_SHAPE(static_cast<int>(s.kv_index->size()) >= end, "attention: kv_index size");
     n_kv_blocks = 0;
     for (int b = 0; b < s.batch_size; ++b)
       n_kv_blocks = std::max(n_kv_blocks, (*s.kv_index)[s.batch_offset + b] + 1);
   }
-  ANUVAD_CHECK_SHAPE(k.rows() >= Index(n_kv_blocks - 1) * s.k_stride + s.n_keys &&
-                         v.rows() == k.rows() && k.cols() == d_model && v.cols() == d_model,
+  if (s.kv_rows != nullptr) {
+    ANUVAD_CHECK_SHAPE(s.kv_rows->batch_size() >= n_kv_blocks && s.kv_rows->max_length <= s.n_keys &&
+                           k.rows() >= s.kv_rows->offsets[n_kv_blocks],
+                       "attention: k/v do not match their packing");
+  } else {
+    ANUVAD_CHECK_SHAPE(k.rows() >= Index(n_kv_blocks - 1) * s.k_stride + s.n_keys,
+                       "attention: k/v have wrong rows");
+  }
+  ANUVAD_CHECK_SHAPE(v.rows() == k.rows() && k.cols() == d_model && v.cols() == d_model,
                      "attention: k/v have wrong shape");
   const int n_pairs = s.batch_size * s.n_heads;
   // A parallel region costs microseconds: worth it only above ~32k multiply-adds, and never
@@ -71,19 +107,22 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
 #pragma omp parallel for schedule(static) if (parallel)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
-    const int sentence = s.batch_offset + b;  // index into kv_index, k/v blocks and the mask
+    const int sentence = s.batch_offset + b;  // index into kv_index, the packings and the mask
     const Index kv = s.kv_index ? (*s.kv_index)[sentence] : sentence;
-    const auto qb = q.block(Index(b) * s.n_queries, h * d_head, s.n_queries, d_head);
-    const auto kb = k.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
-    const auto vb = v.block(kv * s.k_stride, h * d_head, s.n_keys, d_head);
-    auto p = probs.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
+    const SentenceRows r = sentence_rows(s, b, kv);
+    const auto qb = q.block(r.q0, h * d_head, r.nq, d_head);
+    const auto kb = k.block(r.k0, h * d_head, r.nk, d_head);
+    const auto vb = v.block(r.k0, h * d_head, r.nk, d_head);
+    auto p_all = probs.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
+    if (r.nq < s.n_queries || r.nk < s.n_keys) p_all.setZero();
+    auto p = p_all.topLeftCorner(r.nq, r.nk);
     p.noalias() = qb * kb.transpose();
     p *= scale;
-    for (int i = 0; i < s.n_queries; ++i)
-      masked_softmax_row(p.row(i), mask.visible(sentence, i, s.n_keys));
-    auto cb = ctx.block(Index(b) * s.n_queries, h * d_head, s.n_queries, d_head);
+    for (Index i = 0; i < r.nq; ++i)
+      masked_softmax_row(p.row(i), std::min<int>(mask.visible(sentence, int(i), s.n_keys), int(r.nk)));
+    auto cb = ctx.block(r.q0, h * d_head, r.nq, d_head);
     if (drop.size() > 0) {
-      const auto db = drop.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
+      const auto db = drop.block(Index(bh) * s.n_queries, 0, r.nq, r.nk);
       cb.noalias() = p.cwiseProduct(db) * vb;
     } else {
       cb.noalias() = p * vb;
@@ -103,13 +142,18 @@ MultiHeadAttention::MultiHeadAttention(ParamRegistry& reg, const std::string& pr
                       ") must divide d_model (" + std::to_string(d_model) + ")");
 }
 
-void MultiHeadAttention::forward(const Mat& x_q, const Mat& x_kv, int batch, int n_queries,
-                                 int n_keys, const AttentionMask& mask, Scalar attention_dropout,
+void MultiHeadAttention::forward(const Mat& x_q, const Mat& x_kv, const Packing& q_rows,
+                                 const Packing& kv_rows, bool causal, Scalar attention_dropout,
                                  const DropoutContext& dctx, AttentionCache& cache, Mat& y) const {
+  ANUVAD_CHECK_SHAPE(x_q.rows() == q_rows.rows() && x_kv.rows() == kv_rows.rows() &&
+                         q_rows.batch_size() == kv_rows.batch_size(),
+                     "attention: inputs do not match their packings");
   cache.k.resize(x_kv.rows(), k_proj.weight.value.rows());
   cache.v.resize(x_kv.rows(), v_proj.weight.value.rows());
   project_kv(x_kv, cache.k, cache.v);
-  const AttentionShape shape{batch, n_queries, n_keys, n_heads_, n_keys};
+  const int batch = q_rows.batch_size(), n_queries = q_rows.max_length, n_keys = kv_rows.max_length;
+  const AttentionShape shape{batch, n_queries, n_keys, n_heads_, 0, nullptr, 0, &q_rows, &kv_rows};
+  const AttentionMask mask{&kv_rows.lengths, causal, 0};
   make_dropout_mask(Index(batch) * n_heads_ * n_queries, n_keys, attention_dropout, dctx,
                     cache.drop);
   cache.probs.resize(Index(batch) * n_heads_ * n_queries, n_keys);
@@ -132,10 +176,10 @@ void MultiHeadAttention::attend(const Eigen::Ref<const Mat>& x_q, const Mat& k, 
   out_proj.forward(cache.ctx, y);
 }
 
-void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv, int batch,
-                                  int n_queries, int n_keys, const AttentionMask& mask,
+void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv,
+                                  const Packing& q_rows, const Packing& kv_rows,
                                   const AttentionCache& cache, Mat& dx_q, Mat& dx_kv) const {
-  (void)mask;  // masked weights are exactly zero in cache.probs, so their gradients vanish
+  // Masked weights are exactly zero in cache.probs, so their gradients vanish.
   Mat dctx;
   out_proj.backward(dy, cache.ctx, dctx);
   const Index d_model = x_q.cols();
@@ -143,34 +187,36 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
   const Scalar scale = Scalar(1) / std::sqrt(static_cast<Scalar>(d_head));
   Mat dq(cache.q.rows(), d_model), dk(cache.k.rows(), d_model), dv(cache.v.rows(), d_model);
   const bool dropped = cache.drop.size() > 0;
-  const int n_pairs = batch * n_heads_;
+  const int n_queries = q_rows.max_length;
+  const int n_pairs = q_rows.batch_size() * n_heads_;
 #pragma omp parallel for schedule(static) if (n_pairs > 1)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / n_heads_, h = bh % n_heads_;
-    const auto qb = cache.q.block(Index(b) * n_queries, h * d_head, n_queries, d_head);
-    const auto kb = cache.k.block(Index(b) * n_keys, h * d_head, n_keys, d_head);
-    const auto vb = cache.v.block(Index(b) * n_keys, h * d_head, n_keys, d_head);
-    const auto p = cache.probs.block(Index(bh) * n_queries, 0, n_queries, n_keys);
-    const auto dcb = dctx.block(Index(b) * n_queries, h * d_head, n_queries, d_head);
+    const Index q0 = q_rows.offsets[b], nq = q_rows.lengths[b];
+    const Index k0 = kv_rows.offsets[b], nk = kv_rows.lengths[b];
+    const auto qb = cache.q.block(q0, h * d_head, nq, d_head);
+    const auto kb = cache.k.block(k0, h * d_head, nk, d_head);
+    const auto vb = cache.v.block(k0, h * d_head, nk, d_head);
+    const auto p = cache.probs.block(Index(bh) * n_queries, 0, nq, nk);
+    const auto dcb = dctx.block(q0, h * d_head, nq, d_head);
     // forward: ctx = (P ⊙ M)·V  ⇒  dV = (P ⊙ M)ᵀ·dctx, dP = (dctx·Vᵀ) ⊙ M
-    Mat dp(n_queries, n_keys);
+    Mat dp(nq, nk);
     dp.noalias() = dcb * vb.transpose();
     if (dropped) {
-      const auto db = cache.drop.block(Index(bh) * n_queries, 0, n_queries, n_keys);
-      dv.block(Index(b) * n_keys, h * d_head, n_keys, d_head).noalias() =
-          p.cwiseProduct(db).transpose() * dcb;
+      const auto db = cache.drop.block(Index(bh) * n_queries, 0, nq, nk);
+      dv.block(k0, h * d_head, nk, d_head).noalias() = p.cwiseProduct(db).transpose() * dcb;
       dp.array() *= db.array();
     } else {
-      dv.block(Index(b) * n_keys, h * d_head, n_keys, d_head).noalias() = p.transpose() * dcb;
+      dv.block(k0, h * d_head, nk, d_head).noalias() = p.transpose() * dcb;
     }
     // forward: P = softmax(S) per row  ⇒  dS = P ⊙ (dP − rowsum(P ⊙ dP)); S = scale·Q·Kᵀ
-    for (int i = 0; i < n_queries; ++i) {
+    for (Index i = 0; i < nq; ++i) {
       const Scalar dot = p.row(i).dot(dp.row(i));
       dp.row(i) = p.row(i).cwiseProduct((dp.row(i).array() - dot).matrix());
     }
     dp *= scale;
-    dq.block(Index(b) * n_queries, h * d_head, n_queries, d_head).noalias() = dp * kb;
-    dk.block(Index(b) * n_keys, h * d_head, n_keys, d_head).noalias() = dp.transpose() * qb;
+    dq.block(q0, h * d_head, nq, d_head).noalias() = dp * kb;
+    dk.block(k0, h * d_head, nk, d_head).noalias() = dp.transpose() * qb;
   }
   const bool self = (&dx_q == &dx_kv);
   q_proj.backward(dq, x_q, dx_q);

@@ -1,16 +1,30 @@
-// Padded batches.
+// Packed batches.
 #include "anuvad/nn/batch.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "anuvad/core/error.h"
 
 namespace anuvad {
 
-int64_t Batch::n_tgt_tokens() const {
-  int64_t n = 0;
-  for (int len : tgt_lengths) n += len;
-  return n;
+Packing Packing::of(std::vector<int> lengths) {
+  Packing p;
+  p.offsets.reserve(lengths.size() + 1);
+  p.offsets.push_back(0);
+  for (const int len : lengths) {
+    ANUVAD_CHECK_SHAPE(len >= 0, "Packing: negative sequence length");
+    p.offsets.push_back(p.offsets.back() + len);
+    p.max_length = std::max(p.max_length, len);
+  }
+  p.lengths = std::move(lengths);
+  return p;
+}
+
+int64_t Batch::n_tgt_tokens() const { return static_cast<int64_t>(tgt_out.size()); }
+
+int64_t Batch::padded_tokens() const {
+  return int64_t(batch_size) * (int64_t(src_len) + int64_t(tgt_len));
 }
 
 Batch make_batch(const std::vector<const Example*>& examples) {
@@ -21,22 +35,20 @@ Batch make_batch(const std::vector<const Example*>& examples) {
     b.src_lengths.push_back(static_cast<int>(e->src.size()) + 1);
     b.tgt_lengths.push_back(static_cast<int>(e->tgt.size()) + 1);
   }
-  b.src_len = *std::max_element(b.src_lengths.begin(), b.src_lengths.end());
-  b.tgt_len = *std::max_element(b.tgt_lengths.begin(), b.tgt_lengths.end());
-  b.src.assign(size_t(b.batch_size) * b.src_len, kPadId);
-  b.tgt_in.assign(size_t(b.batch_size) * b.tgt_len, kPadId);
-  b.tgt_out.assign(size_t(b.batch_size) * b.tgt_len, kPadId);
-  for (int i = 0; i < b.batch_size; ++i) {
-    const Example& e = *examples[i];
-    int32_t* src = &b.src[size_t(i) * b.src_len];
-    std::copy(e.src.begin(), e.src.end(), src);
-    src[e.src.size()] = kEosId;
-    int32_t* tin = &b.tgt_in[size_t(i) * b.tgt_len];
-    int32_t* tout = &b.tgt_out[size_t(i) * b.tgt_len];
-    tin[0] = kBosId;
-    std::copy(e.tgt.begin(), e.tgt.end(), tin + 1);
-    std::copy(e.tgt.begin(), e.tgt.end(), tout);
-    tout[e.tgt.size()] = kEosId;
+  b.src_rows = Packing::of(b.src_lengths);
+  b.tgt_rows = Packing::of(b.tgt_lengths);
+  b.src_len = b.src_rows.max_length;
+  b.tgt_len = b.tgt_rows.max_length;
+  b.src.reserve(size_t(b.src_rows.rows()));
+  b.tgt_in.reserve(size_t(b.tgt_rows.rows()));
+  b.tgt_out.reserve(size_t(b.tgt_rows.rows()));
+  for (const Example* e : examples) {
+    b.src.insert(b.src.end(), e->src.begin(), e->src.end());
+    b.src.push_back(kEosId);
+    b.tgt_in.push_back(kBosId);
+    b.tgt_in.insert(b.tgt_in.end(), e->tgt.begin(), e->tgt.end());
+    b.tgt_out.insert(b.tgt_out.end(), e->tgt.begin(), e->tgt.end());
+    b.tgt_out.push_back(kEosId);
   }
   return b;
 }

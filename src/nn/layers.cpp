@@ -1,8 +1,6 @@
 // Forward and backward passes of the basic layers (see include/anuvad/nn/layers.h).
 #include "anuvad/nn/layers.h"
 
-#include <omp.h>
-
 #include <cmath>
 #include <utility>
 
@@ -45,43 +43,13 @@ void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) con
   affine_into(x, weight.value, bias.value, y);  // checks the output block
 }
 
-namespace {
-
-/// Threads for a product of n rows by a [out, in] weight in a data-parallel split, or 1.
-/// Eigen parallelises one GEMM internally with several barriers per product, which costs more
-/// than the product itself for the small matrices of this model (libgomp spin-waiting was
-/// 30–45 % of training samples); one split per product into independent single-threaded GEMMs
-/// synchronises once.
-int split_threads(Index rows, const Mat& w) {
-  if (omp_in_parallel()) return 1;
-  const int threads = omp_get_max_threads();
-  if (threads <= 1) return 1;
-  if (rows >= 16 * threads && double(rows) * double(w.size()) >= 262144.0) return threads;
-  return 1;
-}
-
-/// [lo, hi) of `n` items for thread t of nt.
-std::pair<Index, Index> share(Index n, int t, int nt) { return {n * t / nt, n * (t + 1) / nt}; }
-
-}  // namespace
-
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y) {
   ANUVAD_CHECK_SHAPE(x.cols() == w.cols() && y.rows() == x.rows() && y.cols() == w.rows() &&
                          b.rows() == 1 && b.cols() == w.rows(),
                      "affine_into: shape mismatch");
   // Start from the bias and accumulate the product: no zero-fill pass, no second bias pass.
-  // Many rows: each thread takes a block of rows, one single-threaded GEMM each. Few rows (a
-  // decoding step of one sentence) stay on one thread: splitting a matrix-vector product by
-  // features was 5 % faster on idle cores but 3–4x slower whenever another process shared
-  // them (every product then waits for a descheduled thread).
-  const int threads = split_threads(x.rows(), w);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const auto [r0, r1] = share(x.rows(), omp_get_thread_num(), omp_get_num_threads());
-    auto yb = y.middleRows(r0, r1 - r0);
-    yb.rowwise() = b.row(0);
-    gemm(x.middleRows(r0, r1 - r0), false, w, true, Scalar(1), Scalar(1), yb);
-  }
+  y.rowwise() = b.row(0);
+  gemm(x, false, w, true, Scalar(1), Scalar(1), y);
 }
 
 void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
@@ -95,18 +63,9 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
     dx.resize(dy.rows(), w.cols());
   }
   // forward: y = x·Wᵀ + b  ⇒  dW = dyᵀ·x, db = Σ_rows dy, dx = dy·W.
-  // Threads split dW and db by output feature and dx by row: no reduction between threads.
-  const int threads = split_threads(dy.rows(), w);
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const auto [o0, o1] = share(w.rows(), t, nt);
-    gemm(dy.middleCols(o0, o1 - o0), true, x, false, Scalar(1), Scalar(1), dw.middleRows(o0, o1 - o0));
-    db.middleCols(o0, o1 - o0) += dy.middleCols(o0, o1 - o0).colwise().sum();
-    const auto [r0, r1] = share(dy.rows(), t, nt);
-    gemm(dy.middleRows(r0, r1 - r0), false, w, false, Scalar(1), accumulate ? Scalar(1) : Scalar(0),
-         dx.middleRows(r0, r1 - r0));
-  }
+  gemm(dy, true, x, false, Scalar(1), Scalar(1), dw);
+  db += dy.colwise().sum();
+  gemm(dy, false, w, false, Scalar(1), accumulate ? Scalar(1) : Scalar(0), dx);
 }
 
 void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
@@ -200,12 +159,11 @@ Embedding::Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_
     wavelength_divisors_.push_back(std::pow(10000.0, static_cast<double>(i) / static_cast<double>(d_model)));
 }
 
-void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,
-                        Mat& out) const {
-  ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
-                     weight.name + ": ids size does not match batch × length");
-  ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + len <= max_positions_,
-                     "sequence of " + std::to_string(Index(first_position) + len) +
+template <typename LengthOf, typename OffsetOf>
+void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, OffsetOf offset_of,
+                           int longest, int max_len, int first_position, Mat& out) const {
+  ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + max_len <= max_positions_,
+                     "sequence of " + std::to_string(Index(first_position) + max_len) +
                          " tokens exceeds max_positions " + std::to_string(max_positions_));
   for (const int32_t id : ids)
     ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
@@ -214,23 +172,46 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
   out.resize(static_cast<Index>(ids.size()), d);
   if (batch == 0) return;
   // PE is computed per position, not stored: a [max_positions, D] table would cost memory in
-  // proportion to a config value (a hostile model file's, too). Row t of sentence 0 receives
-  // PE[first_position + t] first and is the source the other sentences add from, and it is
-  // overwritten last by the same expression, so every row is E[id]·√D + PE[pos] computed alike.
-  for (int t = 0; t < len; ++t) {
-    auto pe = out.row(t);
+  // proportion to a config value (a hostile model file's, too). Row t of the longest sequence
+  // receives PE[first_position + t] first and is the source the other sequences add from, and
+  // it is overwritten last by the same expression, so every row is E[id]·√D + PE[pos] computed
+  // alike.
+  for (int t = 0; t < max_len; ++t) {
+    const Index src_row = offset_of(longest) + t;
+    auto pe = out.row(src_row);
     const double p = static_cast<double>(first_position + t);
     for (Index i = 0; i < d; i += 2) {
       const double angle = p / wavelength_divisors_[size_t(i / 2)];
       pe(i) = static_cast<Scalar>(std::sin(angle));
       if (i + 1 < d) pe(i + 1) = static_cast<Scalar>(std::cos(angle));
     }
-    for (int b = 1; b < batch; ++b) {
-      const Index r = Index(b) * len + t;
-      out.row(r) = weight.value.row(ids[r]) * scale_ + pe;
+    for (int b = 0; b < batch; ++b) {
+      if (b == longest || length_of(b) <= t) continue;
+      const Index r = offset_of(b) + t;
+      out.row(r) = weight.value.row(ids[size_t(r)]) * scale_ + pe;
     }
-    pe = weight.value.row(ids[t]) * scale_ + pe;  // element-wise: no aliasing
+    pe = weight.value.row(ids[size_t(src_row)]) * scale_ + pe;  // element-wise: no aliasing
   }
+}
+
+void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,
+                        Mat& out) const {
+  ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == Index(batch) * len,
+                     weight.name + ": ids size does not match batch × length");
+  embed_rows(
+      ids, batch, [len](int) { return len; }, [len](int b) { return Index(b) * len; }, 0, len,
+      first_position, out);
+}
+
+void Embedding::forward(const TokenIds& ids, const Packing& rows, Mat& out) const {
+  ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == rows.rows(),
+                     weight.name + ": ids size does not match the packed rows");
+  int longest = 0;
+  for (int b = 0; b < rows.batch_size(); ++b)
+    if (rows.lengths[b] > rows.lengths[longest]) longest = b;
+  embed_rows(
+      ids, rows.batch_size(), [&rows](int b) { return rows.lengths[b]; },
+      [&rows](int b) { return Index(rows.offsets[b]); }, longest, rows.max_length, 0, out);
 }
 
 void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const {

@@ -32,16 +32,14 @@ EncoderLayer::EncoderLayer(ParamRegistry& reg, const std::string& prefix, const 
       ffn_norm(reg, prefix + ".ffn_norm", cfg.d_model, sc(cfg.layer_norm_eps)),
       cfg_(cfg) {}
 
-void EncoderLayer::forward(const Mat& x, int batch, int src_len,
-                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+void EncoderLayer::forward(const Mat& x, const Packing& src_rows, const DropoutContext& dctx,
                            EncoderLayerCache& cache, Mat& y) const {
-  const AttentionMask mask{&src_lengths, /*causal=*/false, 0};
   Mat h;
   residual_forward(
       x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
       [&](const Mat& in, Mat& out) {
-        self_attn.forward(in, in, batch, src_len, src_len, mask, sc(cfg_.attention_dropout),
-                          dctx, cache.self_attn, out);
+        self_attn.forward(in, in, src_rows, src_rows, /*causal=*/false,
+                          sc(cfg_.attention_dropout), dctx, cache.self_attn, out);
       },
       cache.self_attn_res, h);
   residual_forward(
@@ -50,10 +48,8 @@ void EncoderLayer::forward(const Mat& x, int batch, int src_len,
       cache.ffn_res, y);
 }
 
-void EncoderLayer::backward(const Mat& dy, int batch, int src_len,
-                            const std::vector<int>& src_lengths, const EncoderLayerCache& cache,
-                            Mat& dx) const {
-  const AttentionMask mask{&src_lengths, false, 0};
+void EncoderLayer::backward(const Mat& dy, const Packing& src_rows,
+                            const EncoderLayerCache& cache, Mat& dx) const {
   Mat dh;
   residual_backward(
       dy, ffn_norm, cfg_.pre_norm(),
@@ -63,7 +59,7 @@ void EncoderLayer::backward(const Mat& dy, int batch, int src_len,
       dh, self_attn_norm, cfg_.pre_norm(),
       [&](const Mat& dout, Mat& din) {
         const Mat& in = cache.self_attn_res.f_in;
-        self_attn.backward(dout, in, in, batch, src_len, src_len, mask, cache.self_attn, din, din);
+        self_attn.backward(dout, in, in, src_rows, src_rows, cache.self_attn, din, din);
       },
       cache.self_attn_res, dx);
 }
@@ -97,32 +93,26 @@ void DecoderLayer::sublayers(const Mat& x, const SublayerForward& self_fn,
       cache.ffn_res, y);
 }
 
-void DecoderLayer::forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
-                           const std::vector<int>& tgt_lengths,
-                           const std::vector<int>& src_lengths, const DropoutContext& dctx,
+void DecoderLayer::forward(const Mat& x, const Mat& memory, const Packing& tgt_rows,
+                           const Packing& src_rows, const DropoutContext& dctx,
                            DecoderLayerCache& cache, Mat& y) const {
-  const AttentionMask self_mask{&tgt_lengths, /*causal=*/true, /*query_offset=*/0};
-  const AttentionMask cross_mask{&src_lengths, /*causal=*/false, 0};
   Mat h1, h2;
   sublayers(
       x,
       [&](const Mat& in, Mat& out) {
-        self_attn.forward(in, in, batch, tgt_len, tgt_len, self_mask, sc(cfg_.attention_dropout),
-                          dctx, cache.self_attn, out);
+        self_attn.forward(in, in, tgt_rows, tgt_rows, /*causal=*/true,
+                          sc(cfg_.attention_dropout), dctx, cache.self_attn, out);
       },
       [&](const Mat& in, Mat& out) {
-        cross_attn.forward(in, memory, batch, tgt_len, src_len, cross_mask,
+        cross_attn.forward(in, memory, tgt_rows, src_rows, /*causal=*/false,
                            sc(cfg_.attention_dropout), dctx, cache.cross_attn, out);
       },
       dctx, cache, h1, h2, y);
 }
 
-void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt_len,
-                            int src_len, const std::vector<int>& tgt_lengths,
-                            const std::vector<int>& src_lengths, const DecoderLayerCache& cache,
-                            Mat& dx, Mat& dmemory) const {
-  const AttentionMask self_mask{&tgt_lengths, true, 0};
-  const AttentionMask cross_mask{&src_lengths, false, 0};
+void DecoderLayer::backward(const Mat& dy, const Mat& memory, const Packing& tgt_rows,
+                            const Packing& src_rows, const DecoderLayerCache& cache, Mat& dx,
+                            Mat& dmemory) const {
   Mat dh2, dh1;
   residual_backward(
       dy, ffn_norm, cfg_.pre_norm(),
@@ -132,8 +122,8 @@ void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt
       dh2, cross_attn_norm, cfg_.pre_norm(),
       [&](const Mat& dout, Mat& din) {
         Mat dmem;
-        cross_attn.backward(dout, cache.cross_attn_res.f_in, memory, batch, tgt_len, src_len,
-                            cross_mask, cache.cross_attn, din, dmem);
+        cross_attn.backward(dout, cache.cross_attn_res.f_in, memory, tgt_rows, src_rows,
+                            cache.cross_attn, din, dmem);
         dmemory += dmem;
       },
       cache.cross_attn_res, dh1);
@@ -141,8 +131,7 @@ void DecoderLayer::backward(const Mat& dy, const Mat& memory, int batch, int tgt
       dh1, self_attn_norm, cfg_.pre_norm(),
       [&](const Mat& dout, Mat& din) {
         const Mat& in = cache.self_attn_res.f_in;
-        self_attn.backward(dout, in, in, batch, tgt_len, tgt_len, self_mask, cache.self_attn, din,
-                           din);
+        self_attn.backward(dout, in, in, tgt_rows, tgt_rows, cache.self_attn, din, din);
       },
       cache.self_attn_res, dx);
 }
@@ -191,7 +180,8 @@ void DecoderLayer::step(DecoderState& st, size_t layer, int r0, int n, DecoderWo
                   // Masked self-attention over the cache: the query at `pos` sees keys 0..pos.
                   AttentionShape{n, 1, pos + 1, H, st.capacity, nullptr, r0},
                   // Cross-attention over the memory projections of each row's sentence.
-                  AttentionShape{n, 1, st.src_len, H, st.src_len, &st.row_source, r0},
+                  AttentionShape{n, 1, st.src_len, H, 0, &st.row_source, r0, nullptr,
+                                 &st.src_rows},
                   AttentionMask{nullptr, /*causal=*/true, /*query_offset=*/pos},
                   AttentionMask{&st.src_lengths, /*causal=*/false, 0},
                   st.last_self_probs[layer].middleRows(Index(r0) * H, Index(n) * H),
@@ -257,13 +247,11 @@ void Transformer::init_parameters(uint64_t seed) {
   }
 }
 
-void Transformer::encode(const TokenIds& src, int batch, int src_len,
-                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
+void Transformer::encode(const TokenIds& src, const Packing& src_rows, const DropoutContext& dctx,
                          ForwardCache& cache) const {
-  ANUVAD_CHECK_SHAPE(static_cast<int>(src_lengths.size()) == batch, "encode: src_lengths size");
   cache.enc_x.resize(encoder_.size() + 1);
   cache.enc.resize(encoder_.size());
-  src_embed_->forward(src, batch, src_len, 0, cache.enc_x[0]);
+  src_embed_->forward(src, src_rows, cache.enc_x[0]);
   make_dropout_mask(cache.enc_x[0].rows(), cache.enc_x[0].cols(), sc(cfg_.dropout), dctx,
                     cache.src_embed_drop);
   apply_dropout(cache.enc_x[0], cache.src_embed_drop);
@@ -272,15 +260,14 @@ void Transformer::encode(const TokenIds& src, int batch, int src_len,
     Mat& x = cache.enc_x[0];
     Mat& y = cache.enc_x.back();
     for (size_t l = 0; l < encoder_.size(); ++l) {
-      encoder_[l].forward(x, batch, src_len, src_lengths, dctx, cache.enc_scratch, y);
+      encoder_[l].forward(x, src_rows, dctx, cache.enc_scratch, y);
       cache.enc[l].self_attn.probs = cache.enc_scratch.self_attn.probs;
       x.swap(y);
     }
     x.swap(y);  // the output in enc_x.back()
   } else {
     for (size_t l = 0; l < encoder_.size(); ++l)
-      encoder_[l].forward(cache.enc_x[l], batch, src_len, src_lengths, dctx, cache.enc[l],
-                          cache.enc_x[l + 1]);
+      encoder_[l].forward(cache.enc_x[l], src_rows, dctx, cache.enc[l], cache.enc_x[l + 1]);
   }
   if (enc_norm_) {
     enc_norm_->forward(cache.enc_x.back(), cache.memory, cache.enc_norm);
@@ -295,20 +282,21 @@ void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<M
   affine_into(h, out_weight_->value, out_bias_->value, logits);
 }
 
-void Transformer::decoder_forward(const TokenIds& tgt_in, int batch, int tgt_len,
-                         const std::vector<int>& tgt_lengths, int src_len,
-                         const std::vector<int>& src_lengths, const DropoutContext& dctx,
-                         ForwardCache& cache, Mat& logits) const {
-  ANUVAD_CHECK_SHAPE(static_cast<int>(tgt_lengths.size()) == batch, "decode: tgt_lengths size");
+void Transformer::decoder_forward(const TokenIds& tgt_in, const Packing& tgt_rows,
+                                  const Packing& src_rows, const DropoutContext& dctx,
+                                  ForwardCache& cache, Mat& logits) const {
+  ANUVAD_CHECK_SHAPE(tgt_rows.batch_size() == src_rows.batch_size() &&
+                         cache.memory.rows() == src_rows.rows(),
+                     "decoder_forward: target and memory batches differ");
   cache.dec_x.resize(decoder_.size() + 1);
   cache.dec.resize(decoder_.size());
-  tgt_embed_->forward(tgt_in, batch, tgt_len, 0, cache.dec_x[0]);
+  tgt_embed_->forward(tgt_in, tgt_rows, cache.dec_x[0]);
   make_dropout_mask(cache.dec_x[0].rows(), cache.dec_x[0].cols(), sc(cfg_.dropout), dctx,
                     cache.tgt_embed_drop);
   apply_dropout(cache.dec_x[0], cache.tgt_embed_drop);
   for (size_t l = 0; l < decoder_.size(); ++l)
-    decoder_[l].forward(cache.dec_x[l], cache.memory, batch, tgt_len, src_len, tgt_lengths,
-                        src_lengths, dctx, cache.dec[l], cache.dec_x[l + 1]);
+    decoder_[l].forward(cache.dec_x[l], cache.memory, tgt_rows, src_rows, dctx, cache.dec[l],
+                        cache.dec_x[l + 1]);
   if (dec_norm_) {
     dec_norm_->forward(cache.dec_x.back(), cache.dec_out, cache.dec_norm);
   } else {
@@ -320,9 +308,8 @@ void Transformer::decoder_forward(const TokenIds& tgt_in, int batch, int tgt_len
 
 void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCache& cache,
                           Mat& logits) const {
-  encode(b.src, b.batch_size, b.src_len, b.src_lengths, dctx, cache);
-  decoder_forward(b.tgt_in, b.batch_size, b.tgt_len, b.tgt_lengths, b.src_len, b.src_lengths, dctx, cache,
-         logits);
+  encode(b.src, b.src_rows, dctx, cache);
+  decoder_forward(b.tgt_in, b.tgt_rows, b.src_rows, dctx, cache, logits);
 }
 
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
@@ -340,8 +327,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
   Mat dmemory = Mat::Zero(cache.memory.rows(), cache.memory.cols());
   for (size_t l = decoder_.size(); l-- > 0;) {
     Mat dprev;
-    decoder_[l].backward(dx, cache.memory, b.batch_size, b.tgt_len, b.src_len, b.tgt_lengths,
-                         b.src_lengths, cache.dec[l], dprev, dmemory);
+    decoder_[l].backward(dx, cache.memory, b.tgt_rows, b.src_rows, cache.dec[l], dprev, dmemory);
     dx = std::move(dprev);
   }
   apply_dropout(dx, cache.tgt_embed_drop);
@@ -354,7 +340,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
   }
   for (size_t l = encoder_.size(); l-- > 0;) {
     Mat dprev;
-    encoder_[l].backward(dx, b.batch_size, b.src_len, b.src_lengths, cache.enc[l], dprev);
+    encoder_[l].backward(dx, b.src_rows, cache.enc[l], dprev);
     dx = std::move(dprev);
   }
   apply_dropout(dx, cache.src_embed_drop);
@@ -364,11 +350,11 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
 // ---------------------------------------------------------------------------------------------
 // Incremental decoding with a key/value cache
 
-DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_len,
-                                         const std::vector<int>& src_lengths, int capacity,
-                                         int beam_size) const {
-  ANUVAD_CHECK_SHAPE(memory.rows() == Index(batch) * src_len && memory.cols() == cfg_.d_model,
-                     "begin_decoding: memory must be [B·S, d_model]");
+DecoderState Transformer::begin_decoding(const Mat& memory, const Packing& src_rows,
+                                         int capacity, int beam_size) const {
+  ANUVAD_CHECK_SHAPE(memory.rows() == src_rows.rows() && memory.cols() == cfg_.d_model,
+                     "begin_decoding: memory must be [Σ source lengths, d_model]");
+  const int batch = src_rows.batch_size();
   ANUVAD_CHECK_SHAPE(capacity >= 1 && capacity <= cfg_.max_positions,
                      "begin_decoding: capacity " + std::to_string(capacity) +
                          " outside [1, max_positions]");
@@ -376,10 +362,11 @@ DecoderState Transformer::begin_decoding(const Mat& memory, int batch, int src_l
   DecoderState st;
   st.batch_size = batch * beam_size;
   st.capacity = capacity;
-  st.src_len = src_len;
+  st.src_len = src_rows.max_length;
+  st.src_rows = src_rows;
   for (int b = 0; b < batch; ++b)
     for (int k = 0; k < beam_size; ++k) {
-      st.src_lengths.push_back(src_lengths[b]);
+      st.src_lengths.push_back(src_rows.lengths[b]);
       st.row_source.push_back(b);
     }
   st.layers.resize(decoder_.size());

@@ -360,8 +360,8 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
   const Batch b = source_batch(srcs);
   ForwardCache cache;
   cache.inference = true;  // as beam_search (anuvad translate) runs the encoder
-  model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, cache);
-  DecoderState st = model.begin_decoding(cache.memory, b.batch_size, b.src_len, b.src_lengths, n_tokens);
+  model.encode(b.src, b.src_rows, DropoutContext{}, cache);
+  DecoderState st = model.begin_decoding(cache.memory, b.src_rows, n_tokens);
   std::vector<int32_t> tokens(static_cast<size_t>(b.batch_size), kBosId);
   Outputs out(static_cast<size_t>(b.batch_size));
   Mat logits;
@@ -381,7 +381,7 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
 Outputs greedy_naive(const Transformer& model, const Sources& srcs, int n_tokens) {
   const Batch b = source_batch(srcs);
   ForwardCache cache;
-  model.encode(b.src, b.batch_size, b.src_len, b.src_lengths, DropoutContext{}, cache);
+  model.encode(b.src, b.src_rows, DropoutContext{}, cache);
   Outputs out(static_cast<size_t>(b.batch_size));
   Mat logits;
   TokenIds tgt_in;
@@ -390,8 +390,8 @@ Outputs greedy_naive(const Transformer& model, const Sources& srcs, int n_tokens
     tgt_in.assign(size_t(b.batch_size) * T, kBosId);
     for (int i = 0; i < b.batch_size; ++i)
       std::copy(out[i].begin(), out[i].end(), tgt_in.begin() + size_t(i) * T + 1);
-    const std::vector<int> lens(static_cast<size_t>(b.batch_size), T);
-    model.decoder_forward(tgt_in, b.batch_size, T, lens, b.src_len, b.src_lengths, DropoutContext{}, cache, logits);
+    const Packing tgt_rows = Packing::of(std::vector<int>(static_cast<size_t>(b.batch_size), T));
+    model.decoder_forward(tgt_in, tgt_rows, b.src_rows, DropoutContext{}, cache, logits);
     for (int i = 0; i < b.batch_size; ++i) out[i].push_back(argmax_row(logits, Index(i) * T + T - 1));
   }
   return out;

@@ -1,16 +1,17 @@
 // The one place where anuvad's large matrix products are made (issue #15): row-major
 // C = α·op(A)·op(B) + β·C on Eigen blocks, routed per shape to the faster of two kernels measured
 // on this machine (tests/bench/README.md, "GEMM per shape"):
-//   - OpenBLAS's cblas_sgemm (Debian's single-threaded build, libopenblas0-serial, whose
-//     DYNAMIC_ARCH picks the CPU's best kernel at start-up, e.g. Cooperlake on AVX-512 BF16 CPUs)
-//     for products of at least kGemmBlasMinRows output rows: 175-187 GFLOP/s per core on the
-//     training and batched-decoding shapes, against 113-139 for Eigen 3.4's GEMM;
+//   - OpenBLAS's cblas_sgemm (Debian's OpenMP build, libopenblas0-openmp, whose DYNAMIC_ARCH
+//     picks the CPU's best kernel at start-up, e.g. Cooperlake on AVX-512 BF16 CPUs) for products
+//     of at least kGemmBlasMinRows output rows: 175-187 GFLOP/s per core on the training and
+//     batched-decoding shapes, against 113-139 for Eigen 3.4's GEMM;
 //   - Eigen's own product below that (a decoding step of one sentence or a small beam): Eigen's
 //     GEMV reads the weights once at 20-40 GFLOP/s where OpenBLAS's GEMM at m = 1 reaches 2-7.
-// Threads: every call is single-threaded. Callers split large products by rows (or output
-// features) across the OpenMP threads themselves, once per product (layers.h affine_into), so
-// the process has one thread scheme (OpenMP) and no BLAS thread pool; results are deterministic
-// for a given thread count.
+// Threads: one OpenMP pool for the whole process. Called outside a parallel region, OpenBLAS
+// splits a product over omp_get_max_threads() threads of that pool (by blocks of rows and
+// columns, never of the inner dimension, so results are deterministic for a thread count);
+// called inside one of anuvad's parallel regions (attention per sentence and head, decoding row
+// blocks) it runs on the calling thread. Eigen's products are always single-threaded.
 #pragma once
 
 #include <string>
@@ -23,7 +24,7 @@ namespace anuvad {
 /// 12-16 rows for d_model 256-512 on Zen 4; below it Eigen's product is as fast or faster).
 inline constexpr Index kGemmBlasMinRows = 16;
 
-/// C = α·op(A)·op(B) + β·C, where op(X) = Xᵀ when the matching `trans_*` is true, single-threaded.
+/// C = α·op(A)·op(B) + β·C, where op(X) = Xᵀ when the matching `trans_*` is true.
 /// a: [m, k] (or [k, m] when trans_a), b: [k, n] (or [n, k] when trans_b), c: [m, n]; all
 /// row-major blocks with unit inner stride (any outer stride: rows or columns of a larger matrix
 /// are fine). β = 0 overwrites C without reading it (NaN in C does not propagate).
@@ -32,12 +33,7 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
           bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c);
 
 /// The kernels gemm() runs, for logs, `--version` and benchmarks, e.g.
-/// "OpenBLAS 0.3.21 (single-threaded, core Cooperlake) for >= 16 rows, Eigen 3.4.0 below".
+/// "OpenBLAS 0.3.21 (OpenMP, core Cooperlake) for >= 16 rows, Eigen 3.4.0 below".
 std::string gemm_backend();
-
-/// Makes sure the BLAS library runs single-threaded inside anuvad's own OpenMP split (a
-/// multi-threaded OpenBLAS resolved at run time instead of the serial build would otherwise start
-/// its own thread pool). Called by configure_threads(); idempotent, never throws.
-void gemm_single_threaded();
 
 }  // namespace anuvad

@@ -13,11 +13,11 @@ namespace anuvad {
 /// start-up, before any threads start. Never throws.
 void configure_allocator();
 
-/// Uses `threads` OpenMP threads (0 = leave OpenMP's default, one per core) and switches Eigen's
-/// own GEMM threading off: anuvad splits large products across threads itself (affine_into,
-/// affine_backward, decode_step's row blocks, attention per sentence and head), once per
-/// product, while Eigen's parallel GEMM synchronises several times inside each product, which
-/// cost more than it saved at this model's sizes. Never throws.
+/// Uses `threads` OpenMP threads (0 = leave OpenMP's default, one per core) for the whole process:
+/// OpenBLAS's OpenMP build follows omp_get_max_threads() for the large products (core/gemm.h),
+/// anuvad's own loops (attention per sentence and head, decoding row blocks) use the same pool,
+/// and Eigen's internal GEMM threading is switched off (its products here are the small ones).
+/// Never throws.
 void configure_threads(int threads);
 
 }  // namespace anuvad

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/nn/batch.h"
 #include "anuvad/nn/layers.h"
 
 namespace anuvad {
@@ -34,9 +35,11 @@ struct AttentionMask {
   }
 };
 
-/// The sizes of one attention call: B sentences, Tq queries and Tk keys each, H heads.
-/// Query rows of sentence b are b·Tq.. in Q; key/value rows are b·k_stride.. in K and V
-/// (k_stride = Tk for a training pass; the cache capacity for incremental decoding).
+/// The sizes of one attention call: B sentences, at most Tq queries and Tk keys each, H heads.
+/// Query rows of sentence b are b·Tq.. in Q, or, packed (q_rows set), q_rows->offsets[b].. with
+/// q_rows->lengths[b] of them; key/value rows are kv·k_stride.. in K and V (k_stride: the cache
+/// capacity for incremental decoding), or, packed (kv_rows set), kv_rows->offsets[kv].. with
+/// kv_rows->lengths[kv] of them. Padding rows are neither read nor computed.
 /// kv_index (optional, [B]) maps query sentence b to the key/value block kv_index[b]: beams of
 /// one sentence share that sentence's cross-attention keys and values without copies.
 struct AttentionShape {
@@ -49,18 +52,20 @@ struct AttentionShape {
   /// Query sentence b of this call is sentence batch_offset + b for kv_index, the k/v blocks
   /// and the mask (a block of rows of a larger batch, as the incremental decoder runs them).
   int batch_offset = 0;
+  const Packing* q_rows = nullptr;   ///< packed queries, indexed by sentence (training passes)
+  const Packing* kv_rows = nullptr;  ///< packed keys/values, indexed by key/value block
 };
 
 /// Fused masked softmax and weighted sum for every (sentence, head), in parallel with OpenMP.
-/// q: [B·Tq, D], k, v: [B·k_stride, D] (heads are column blocks of width D/H).
-/// Writes probs [B·H·Tq, Tk] (row (b·H + h)·Tq + i; masked entries exactly 0) and
-/// ctx [B·Tq, D]. When `drop` is non-empty ([B·H·Tq, Tk] multipliers) the context uses
+/// q: [B·Tq, D] or packed [Σ Tq_b, D], k, v: [B·k_stride, D] or packed (heads are column blocks
+/// of width D/H). Writes probs [B·H·Tq, Tk] (row (b·H + h)·Tq + i; masked entries and the rows
+/// and columns past a packed sentence's lengths exactly 0) and ctx (the shape of q). When `drop` is non-empty ([B·H·Tq, Tk] multipliers) the context uses
 /// probs ⊙ drop (attention dropout) while `probs` keeps the undropped weights.
 void scaled_dot_product_attention(const Mat& q, const Mat& k, const Mat& v,
                                   const AttentionShape& shape, const AttentionMask& mask,
                                   const Mat& drop, Mat& probs, Mat& ctx);
-/// As above into caller-sized blocks: probs [B·H·Tq, Tk], ctx [B·Tq, D] (e.g. row ranges of
-/// larger matrices). Runs serially when called inside a parallel region or when the work is
+/// As above into caller-sized blocks: probs [B·H·Tq, Tk], ctx as q (e.g. row ranges of larger
+/// matrices). Runs serially when called inside a parallel region or when the work is
 /// small. Throws ShapeError on any size mismatch.
 void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat& k,
                                        const Mat& v, const AttentionShape& shape,
@@ -68,13 +73,14 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
                                        Eigen::Ref<Mat> probs, Eigen::Ref<Mat> ctx);
 
 /// What MultiHeadAttention::forward keeps for backward (and for attention dumps).
+/// Rows are packed (nn/batch.h Packing): Nq = Σ query lengths, Nk = Σ key lengths.
 struct AttentionCache {
-  Mat q;      ///< [B·Tq, D] projected queries
-  Mat k;      ///< [B·Tk, D] projected keys
-  Mat v;      ///< [B·Tk, D] projected values
-  Mat probs;  ///< [B·H·Tq, Tk] attention weights, row (b·H + h)·Tq + i
+  Mat q;      ///< [Nq, D] projected queries
+  Mat k;      ///< [Nk, D] projected keys
+  Mat v;      ///< [Nk, D] projected values
+  Mat probs;  ///< [B·H·Tq, Tk] attention weights, row (b·H + h)·Tq + i (Tq, Tk: longest)
   Mat drop;   ///< attention-dropout multipliers (same shape as probs) or empty
-  Mat ctx;    ///< [B·Tq, D] concatenated head outputs (input of out_proj)
+  Mat ctx;    ///< [Nq, D] concatenated head outputs (input of out_proj)
 };
 
 /// Multi-head attention with parameters "<prefix>.{q,k,v,out}_proj.{weight,bias}", each weight
@@ -84,17 +90,19 @@ class MultiHeadAttention {
   /// Throws ConfigError unless n_heads divides d_model.
   MultiHeadAttention(ParamRegistry& reg, const std::string& prefix, Index d_model, int n_heads);
 
-  /// x_q: [B·Tq, D] queries, x_kv: [B·Tk, D] keys/values (x_q itself for self-attention,
-  /// `memory` for cross-attention) → y [B·Tq, D]. Fills cache.
-  void forward(const Mat& x_q, const Mat& x_kv, int batch, int n_queries, int n_keys,
-               const AttentionMask& mask, Scalar attention_dropout, const DropoutContext& dctx,
+  /// x_q: [Nq, D] packed queries laid out as q_rows, x_kv: [Nk, D] packed keys/values laid out
+  /// as kv_rows (x_q itself for self-attention, `memory` for cross-attention) → y [Nq, D].
+  /// Key b·.. of kv_rows is padding-free, so the key_padding_mask is the key lengths; `causal`
+  /// adds the causal_mask (query t sees keys 0..t). Fills cache.
+  void forward(const Mat& x_q, const Mat& x_kv, const Packing& q_rows, const Packing& kv_rows,
+               bool causal, Scalar attention_dropout, const DropoutContext& dctx,
                AttentionCache& cache, Mat& y) const;
 
-  /// dy: [B·Tq, D] → dx_q [B·Tq, D] and dx_kv [B·Tk, D], both overwritten; adds the
-  /// parameter gradients. For self-attention pass the same matrix twice (&dx_q == &dx_kv):
-  /// the query and key/value contributions are then summed into it.
-  void backward(const Mat& dy, const Mat& x_q, const Mat& x_kv, int batch, int n_queries,
-                int n_keys, const AttentionMask& mask, const AttentionCache& cache, Mat& dx_q,
+  /// dy: [Nq, D] → dx_q [Nq, D] and dx_kv [Nk, D], both overwritten; adds the parameter
+  /// gradients. For self-attention pass the same matrix twice (&dx_q == &dx_kv): the query and
+  /// key/value contributions are then summed into it.
+  void backward(const Mat& dy, const Mat& x_q, const Mat& x_kv, const Packing& q_rows,
+                const Packing& kv_rows, const AttentionCache& cache, Mat& dx_q,
                 Mat& dx_kv) const;
 
   /// Keys k = x_kv·W_kᵀ + b_k and values v = x_kv·W_vᵀ + b_v, x_kv [N, D] → k, v [N, D], into

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/nn/batch.h"
 #include "anuvad/nn/param.h"
 #include "anuvad/core/tensor.h"
 
@@ -29,13 +30,13 @@ struct DropoutContext {
 /// which callers read as "identity".
 void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
-/// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out].
-/// Products of many rows are split by row across the OpenMP threads into single-threaded GEMMs
-/// (one fork/join instead of Eigen's barriers inside one GEMM). Throws ShapeError on a mismatch.
+/// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out], through
+/// core/gemm.h (OpenBLAS, threaded, for N >= 16 rows; Eigen below). Throws ShapeError on a
+/// mismatch.
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
 /// Backward of y = x·Wᵀ + b: dw [out, in] += dyᵀ·x, db [1, out] += Σ_rows dy, and dx [N, in]
-/// = dy·W (resized; added instead when `accumulate`). Threads split dw/db by output feature and
-/// dx by row (no reduction between threads). Throws ShapeError on a mismatch.
+/// = dy·W (resized; added instead when `accumulate`), through core/gemm.h. Throws ShapeError on
+/// a mismatch.
 void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
                      const Mat& w, Mat& dw, Mat& db, Mat& dx, bool accumulate);
 
@@ -114,12 +115,21 @@ class Embedding {
   /// are computed per call for the T positions (T·D sin/cos), never tabulated up to
   /// max_positions. Throws ShapeError on an id outside [0, V) or a position ≥ max_positions.
   void forward(const TokenIds& ids, int batch, int len, int first_position, Mat& out) const;
+  /// Packed sequences: ids [Σ lengths] laid out as `rows` (nn/batch.h), row rows.offsets[b] + t
+  /// at position t → out [Σ lengths, D]. Throws as above.
+  void forward(const TokenIds& ids, const Packing& rows, Mat& out) const;
   /// Adds dE[id_r] += dout[r]·√D for every row r.
   void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const;
   Index vocab_size() const { return weight.value.rows(); }
   Param& weight;
 
  private:
+  /// The rows of B sequences, sequence b of length_of(b) at row offset_of(b), positions
+  /// first_position.., the longest sequence `longest` of `max_len` tokens.
+  template <typename LengthOf, typename OffsetOf>
+  void embed_rows(const TokenIds& ids, int batch, LengthOf length_of, OffsetOf offset_of,
+                  int longest, int max_len, int first_position, Mat& out) const;
+
   Index max_positions_;
   std::vector<double> wavelength_divisors_;  // [⌈D/2⌉] 10000^(2i/D)
   Scalar scale_;

@@ -29,12 +29,12 @@ struct EncoderLayerCache {
 class EncoderLayer {
  public:
   EncoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
-  /// x: [B·S, D] → y: [B·S, D]. src_lengths: [B] real source tokens.
-  void forward(const Mat& x, int batch, int src_len, const std::vector<int>& src_lengths,
-               const DropoutContext& dctx, EncoderLayerCache& cache, Mat& y) const;
-  /// dy: [B·S, D] → dx: [B·S, D] (overwritten); accumulates parameter gradients.
-  void backward(const Mat& dy, int batch, int src_len, const std::vector<int>& src_lengths,
-                const EncoderLayerCache& cache, Mat& dx) const;
+  /// x: [Ns, D] → y: [Ns, D], the source rows packed as src_rows (Ns = Σ source lengths).
+  void forward(const Mat& x, const Packing& src_rows, const DropoutContext& dctx,
+               EncoderLayerCache& cache, Mat& y) const;
+  /// dy: [Ns, D] → dx: [Ns, D] (overwritten); accumulates parameter gradients.
+  void backward(const Mat& dy, const Packing& src_rows, const EncoderLayerCache& cache,
+                Mat& dx) const;
 
   MultiHeadAttention self_attn;
   FeedForward ffn;
@@ -65,17 +65,16 @@ struct DecoderWorkspace;
 class DecoderLayer {
  public:
   DecoderLayer(ParamRegistry& reg, const std::string& prefix, const ModelConfig& cfg);
-  /// x: [B·T, D], memory: [B·S, D] → y: [B·T, D].
-  void forward(const Mat& x, const Mat& memory, int batch, int tgt_len, int src_len,
-               const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
+  /// x: [Nt, D] packed as tgt_rows, memory: [Ns, D] packed as src_rows → y: [Nt, D].
+  void forward(const Mat& x, const Mat& memory, const Packing& tgt_rows, const Packing& src_rows,
                const DropoutContext& dctx, DecoderLayerCache& cache, Mat& y) const;
-  /// dy: [B·T, D] → dx: [B·T, D] (overwritten); adds dL/dmemory into dmemory [B·S, D].
-  void backward(const Mat& dy, const Mat& memory, int batch, int tgt_len, int src_len,
-                const std::vector<int>& tgt_lengths, const std::vector<int>& src_lengths,
-                const DecoderLayerCache& cache, Mat& dx, Mat& dmemory) const;
+  /// dy: [Nt, D] → dx: [Nt, D] (overwritten); adds dL/dmemory into dmemory [Ns, D].
+  void backward(const Mat& dy, const Mat& memory, const Packing& tgt_rows,
+                const Packing& src_rows, const DecoderLayerCache& cache, Mat& dx,
+                Mat& dmemory) const;
 
-  /// Starts incremental decoding: cross-attention keys/values of memory [B·S, D] projected
-  /// once into cache.cross_k/cross_v [B·S, D], and an all-zero self-attention cache of
+  /// Starts incremental decoding: cross-attention keys/values of memory [Ns, D] (packed)
+  /// projected once into cache.cross_k/cross_v [Ns, D], and an all-zero self-attention cache of
   /// rows·capacity rows (rows = B·beam_size hypotheses).
   void begin_decoding(const Mat& memory, int rows, int capacity, DecoderLayerState& cache) const;
   /// One incremental step of the rows r0..r0+n−1 of `st`, one new token per row at absolute
@@ -113,17 +112,17 @@ struct ForwardCache {
   std::vector<Mat> enc_x;              ///< [L_enc + 1] inputs of each encoder layer, then output
   std::vector<EncoderLayerCache> enc;
   LayerNormCache enc_norm;
-  Mat memory;                          ///< [B·S, D] encoder output
+  Mat memory;                          ///< [Ns, D] encoder output, packed as the source rows
   std::vector<Mat> dec_x;              ///< [L_dec + 1] inputs of each decoder layer, then output
   std::vector<DecoderLayerCache> dec;
   LayerNormCache dec_norm;
-  Mat dec_out;                         ///< [B·T, D] input of the output projection
+  Mat dec_out;                         ///< [Nt, D] input of the output projection (packed)
 };
 
 /// Key/value cache of one decoder layer for incremental decoding.
 struct DecoderLayerState {
   Mat self_k, self_v;    ///< [B·capacity, D]; rows b·capacity + t, t < DecoderState::length
-  Mat cross_k, cross_v;  ///< [B·S, D] projected once from memory
+  Mat cross_k, cross_v;  ///< [Ns, D] projected once from memory (packed as DecoderState::src_rows)
 };
 
 /// Scratch buffers of one block of decoder rows in decode_step, reused every step so that the
@@ -143,9 +142,10 @@ struct DecoderState {
   int batch_size = 0;     ///< rows = sentences × beam_size
   int capacity = 0;  ///< maximum target positions (BOS included)
   int length = 0;    ///< tokens already fed = absolute position of the next token
-  int src_len = 0;   ///< S
+  int src_len = 0;   ///< S, the longest source
+  Packing src_rows;  ///< the sentences' rows in memory and in the cross-attention K/V
   std::vector<int> src_lengths;  ///< [rows] real source tokens of each row's sentence
-  std::vector<int> row_source;   ///< [rows] sentence of each row (index into memory blocks)
+  std::vector<int> row_source;   ///< [rows] sentence of each row (index into src_rows)
   /// Reorders the self-attention cache for beam search: new row r continues old row
   /// parents[r] (rows are gathered; cross-attention K/V stay shared per sentence).
   /// Throws ShapeError when a parent belongs to another sentence.
@@ -177,25 +177,25 @@ class Transformer {
   ParamRegistry& params() { return params_; }
   const ParamRegistry& params() const { return params_; }
 
-  /// Encoder: src [B·S] → cache.memory [B·S, D].
-  void encode(const TokenIds& src, int batch, int src_len, const std::vector<int>& src_lengths,
-              const DropoutContext& dctx, ForwardCache& cache) const;
-  /// Teacher-forced decoder over cache.memory: tgt_in [B·T] → logits [B·T, V].
-  void decoder_forward(const TokenIds& tgt_in, int batch, int tgt_len, const std::vector<int>& tgt_lengths,
-              int src_len, const std::vector<int>& src_lengths, const DropoutContext& dctx,
-              ForwardCache& cache, Mat& logits) const;
-  /// encode + decode for a batch: logits [B·T, V].
+  /// Encoder: src [Ns] packed as src_rows (nn/batch.h) → cache.memory [Ns, D]. Only real
+  /// tokens are computed (no padding rows). Throws ShapeError on a size mismatch.
+  void encode(const TokenIds& src, const Packing& src_rows, const DropoutContext& dctx,
+              ForwardCache& cache) const;
+  /// Teacher-forced decoder over cache.memory (packed as src_rows): tgt_in [Nt] packed as
+  /// tgt_rows → logits [Nt, V], row tgt_rows.offsets[b] + t for target position t of sentence b.
+  void decoder_forward(const TokenIds& tgt_in, const Packing& tgt_rows, const Packing& src_rows,
+                       const DropoutContext& dctx, ForwardCache& cache, Mat& logits) const;
+  /// encode + decode for a packed batch: logits [Nt, V] (rows as batch.tgt_out).
   void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
                Mat& logits) const;
-  /// dlogits [B·T, V] → accumulates every parameter gradient (call params().zero_grad() first).
+  /// dlogits [Nt, V] → accumulates every parameter gradient (call params().zero_grad() first).
   /// Throws ShapeError when the cache was filled with `inference` set.
   void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
 
-  /// Starts incremental decoding over memory [B·S, D]: projects cross-attention K/V once per
-  /// layer and sentence, and allocates the self-attention cache of B·beam_size rows for
-  /// `capacity` target positions.
-  DecoderState begin_decoding(const Mat& memory, int batch, int src_len,
-                              const std::vector<int>& src_lengths, int capacity,
+  /// Starts incremental decoding over memory [Ns, D] packed as src_rows (as encode leaves it):
+  /// projects cross-attention K/V once per layer and sentence, and allocates the
+  /// self-attention cache of B·beam_size rows for `capacity` target positions.
+  DecoderState begin_decoding(const Mat& memory, const Packing& src_rows, int capacity,
                               int beam_size = 1) const;
   /// Feeds one token per row (tokens [B], at absolute position state.length) and returns
   /// logits [B, V] for the next token. Rows are independent, so blocks of rows run in parallel
