@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 
+#include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/text/corpus.h"
@@ -115,6 +116,10 @@ void log_summary(const TrainOptions& opts, const TrainResult& r) {
   spdlog::info("done: {} epochs, {} steps in {:.1f} s, {:.0f} target tokens/s, final train loss {:.4f}{}",
                r.epochs, r.steps, r.seconds, r.tgt_tokens_per_second, r.last_train_loss,
                r.early_stopped ? " (early stopping)" : "");
+  if (r.padded_tokens > 0)
+    spdlog::info("packed batches: {} real tokens; a padded layout would have computed {} ({:.1f} % padding)",
+                 r.real_tokens, r.padded_tokens,
+                 100.0 * double(r.padded_tokens - r.real_tokens) / double(r.padded_tokens));
   for (const auto& m : opts.valid_metrics) {
     const auto it = r.best_valid.find(m);
     if (it == r.best_valid.end()) continue;
@@ -170,6 +175,7 @@ TrainResult train(const TrainOptions& opts) {
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
                cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
                job.model->params().num_elements(), omp_get_max_threads());
+  spdlog::info("matrix products: {}", gemm_backend());
   spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
                opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");

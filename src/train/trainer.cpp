@@ -182,6 +182,8 @@ class Run {
     for (int i : epoch.batches[epoch.next_batch]) ptrs.push_back(&train_[i]);
     ++epoch.next_batch;
     const Batch b = make_batch(ptrs);
+    result_.real_tokens += int64_t(b.src.size()) + b.n_tgt_tokens();
+    result_.padded_tokens += b.padded_tokens();
     ++step_;
     const LossStats ls = forward_loss_backward(model_, b, DropoutContext{&rng_}, opts_.label_smoothing, step_, buf_);
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);

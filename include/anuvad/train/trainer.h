@@ -52,6 +52,8 @@ struct TrainResult {
   std::map<std::string, double> best_valid;
   bool early_stopped = false;           ///< training ended by --early-stopping
   bool interrupted = false;             ///< stopped by request_stop() (SIGINT/SIGTERM/SIGHUP); checkpoint written
+  int64_t real_tokens = 0;    ///< source + target tokens of this run's updates (what is computed)
+  int64_t padded_tokens = 0;  ///< the same batches in a right-padded [B·T] layout (what padding would cost)
 };
 
 /// Called by fit() when a model should be saved: "best-<metric>" (a new best value of that
