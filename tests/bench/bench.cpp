@@ -178,12 +178,14 @@ json param_counts(const Transformer& model) {
 }
 
 json env_info(const Args& a) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   return {{"omp_max_threads", omp_get_max_threads()}, {"requested_threads", a.threads},
           {"eigen_threads", Eigen::nbThreads()},
           {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
                         "." + std::to_string(EIGEN_MINOR_VERSION)},
           {"eigen_simd", Eigen::SimdInstructionSetsInUse()},
           {"gemm_backend", gemm_backend()}, {"blas_core", blas_core()},
+          {"openblas_coretype_env", coretype ? json(coretype) : json()},  // forces a kernel
 #ifdef __VERSION__
           {"compiler", __VERSION__},
 #endif

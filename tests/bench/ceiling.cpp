@@ -2,6 +2,7 @@
 #include "ceiling.h"
 
 #include <cblas.h>
+#include <time.h>
 #include <immintrin.h>
 #include <omp.h>
 
@@ -57,41 +58,59 @@ BENCH_FMA_KERNEL(fma_avx2, "avx2,fma", __m256, _mm256_set1_ps, _mm256_fmadd_ps, 
 BENCH_FMA_KERNEL(fma_avx512, "avx512f", __m512, _mm512_set1_ps, _mm512_fmadd_ps, _mm512_add_ps, 16)
 #undef BENCH_FMA_KERNEL
 
-/// Calls f (one unit of `flops` FLOPs) in timed loops of at least min_time seconds; returns the
-/// rate of each of `reps` samples, GFLOP/s. The loop length is calibrated first (also a warm-up).
-std::vector<double> rates(const std::function<void()>& f, double flops, double min_time, int reps) {
-  f();
-  long iters = 1;
-  for (;;) {
-    const auto t0 = Clock::now();
-    for (long i = 0; i < iters; ++i) f();
-    const double dt = seconds(t0, Clock::now());
-    if (dt >= min_time / 4 || iters > (1L << 30)) {
-      iters = std::max(1L, long(double(iters) * min_time / std::max(dt, 1e-9)));
-      break;
-    }
-    iters *= 4;
-  }
-  std::vector<double> out;
-  for (int r = 0; r < reps; ++r) {
-    const auto t0 = Clock::now();
-    for (long i = 0; i < iters; ++i) f();
-    out.push_back(flops * double(iters) / seconds(t0, Clock::now()) / 1e9);
-  }
-  return out;
+/// CPU time this thread has run, seconds (CLOCK_THREAD_CPUTIME_ID): time on a core, whatever
+/// other processes share the cores.
+double thread_cpu_seconds() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
 }
 
-/// Best FMA rate of `kernel` on `threads` threads, GFLOP/s (one parallel region per sample).
+/// Runs `calls` calls of body(t, nt) on nt threads, one parallel region per call (as anuvad
+/// splits a product); returns the largest CPU time one thread spent inside body, seconds.
+double busy_seconds(int nt, long calls, const std::function<void(int, int)>& body) {
+  std::vector<double> busy(static_cast<size_t>(nt), 0.0);
+  for (long i = 0; i < calls; ++i) {
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+      const int t = omp_get_thread_num();
+      const double t0 = thread_cpu_seconds();
+      body(t, omp_get_num_threads());
+      busy[size_t(t)] += thread_cpu_seconds() - t0;
+    }
+  }
+  return *std::max_element(busy.begin(), busy.end());
+}
+
+/// The best of `reps` samples of body on nt threads, GFLOP/s: `flops` per call × calls / the
+/// busiest thread's CPU time, the number of calls calibrated first (also a warm-up) so that a
+/// sample keeps a thread busy for at least min_time. CPU time rather than wall time: a ceiling
+/// is what the cores do while they run this code, so it does not fall when other processes take
+/// turns on them (the fork/join of a split is left out; it is microseconds on idle cores).
+double best_rate(int nt, const std::function<void(int, int)>& body, double flops, double min_time,
+                 int reps) {
+  long calls = 1;
+  for (;;) {
+    const double dt = busy_seconds(nt, calls, body);
+    if (dt >= min_time / 4 || calls > (1L << 30)) {
+      calls = std::max(1L, long(double(calls) * min_time / std::max(dt, 1e-9)));
+      break;
+    }
+    calls *= 4;
+  }
+  double best = 0;
+  for (int r = 0; r < reps; ++r)
+    best = std::max(best, flops * double(calls) / busy_seconds(nt, calls, body) / 1e9);
+  return best;
+}
+
+/// Best FMA rate of `kernel` on `threads` threads together, GFLOP/s. At least 0.1 s per sample
+/// and 3 samples whatever the request: a short sample is all noise.
 double fma_rate(double (*kernel)(long), int threads, double min_time, int reps) {
-  const long chunk = 1L << 16;  // loop iterations per call; rates() calibrates the calls
+  const long chunk = 1L << 16;  // loop iterations per call; best_rate() calibrates the calls
   const double flops = kernel(chunk) * threads;
-  std::vector<double> r = rates(
-      [&] {
-#pragma omp parallel num_threads(threads)
-        kernel(chunk);
-      },
-      flops, min_time, reps);
-  return *std::max_element(r.begin(), r.end());
+  return best_rate(threads, [&](int, int) { kernel(chunk); }, flops, std::max(min_time, 0.1),
+                   std::max(reps, 3));
 }
 
 /// First value of `key` in /proc/cpuinfo ("" when absent).
@@ -164,15 +183,11 @@ json measure_product(const Product& p, int threads, double min_time, int reps) {
     std::vector<int> thread_counts{1};
     if (std::min(threads, p.m) > 1) thread_counts.push_back(std::min(threads, p.m));
     for (int nt : thread_counts) {
-      auto call = [&, fn = fn, nt = nt] {
-#pragma omp parallel num_threads(nt) if (nt > 1)
-        {
-          const auto [r0, r1] = share(p.m, omp_get_thread_num(), omp_get_num_threads());
-          if (r1 > r0) fn(p, o, r0, r1);
-        }
+      auto rows = [&, fn = fn](int t, int n_threads) {
+        const auto [r0, r1] = share(p.m, t, n_threads);
+        if (r1 > r0) fn(p, o, r0, r1);
       };
-      const auto r = rates(call, 2.0 * p.m * p.k * p.n, min_time, reps);
-      const double rate = *std::max_element(r.begin(), r.end());
+      const double rate = best_rate(nt, rows, 2.0 * p.m * p.k * p.n, min_time, reps);
       const std::string key = std::string(name) + "_" + std::to_string(nt) + "t";
       cand[key] = std::round(rate * 100) / 100;
       if (rate > best) best = rate, best_by = key;

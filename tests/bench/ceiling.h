@@ -30,7 +30,9 @@ struct CeilingRequest {
 /// then one {"mode": "ceiling", "workload": "train" | "decode_b1" | "decode_b64", "threads",
 /// "fma_peak_gflops", "best_gemm_gflops" (FLOP-weighted: total FLOPs / Σ FLOPs_i / best_i),
 /// "rows" {...}, "products": [{name, op, m, k, n, count, best_gflops, best_by, candidates}]}
-/// per workload. Rates are GFLOP/s, the best of `reps` samples. Throws anuvad::Error subclasses
+/// per workload. Rates are GFLOP/s, the best of `reps` samples, each FLOPs over the busiest
+/// thread's CPU time (CLOCK_THREAD_CPUTIME_ID), so that other processes taking turns on the cores
+/// do not lower the ceiling. Throws anuvad::Error subclasses
 /// only through the library (none expected); exits never.
 std::vector<nlohmann::json> run_ceiling(const CeilingRequest& r);
 
