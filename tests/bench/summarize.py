@@ -77,7 +77,9 @@ def rss_of(r):
 
 
 def pct(x):
-    return "-" if x is None else f"{100 * x:.0f} %"
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f} %" if x < 0.1 else f"{100 * x:.0f} %"
 
 
 def frac(a, b):
@@ -255,7 +257,7 @@ def print_ort(ort, vs_ort, configs):
           "alternated rounds (min–max) of each process's median tokens/s; ORT's best graph per row "
           "(std = torch.onnx.export, fused = ORT's contrib attention/LayerNorm ops), `--no-spin`. "
           "'ORT tokens = torch' compares ORT's tokens with torch_ref's cached greedy decoding.\n")
-    print("| config | mode | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph | rounds "
+    print("| config | mode | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph | processes (anuvad / ORT) "
           "| anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     for c in configs:
@@ -462,7 +464,7 @@ def main():
         print()
     sys.stdout.flush()
     for w in warnings:
-        print(f"WARNING: {w}", file=sys.stderr)
+        sys.stderr.write(f"WARNING: {w}\n")
     return 0
 
 
