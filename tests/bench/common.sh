@@ -19,11 +19,11 @@ bench_shared_dir() {
 # AVX-512 BF16 CPU). Every benchmark process here runs without the OPENBLAS_* / GOTO_* variables;
 # the caller's values are kept in `caller_blas_env` (JSON) for kernels.jsonl and the summary.
 bench_clean_blas_env() {
-  caller_blas_env="$(env | grep -E '^(OPENBLAS|GOTO)_[A-Z0-9_]*=' | python3 -c '
+  caller_blas_env="$({ env | grep -E '^(OPENBLAS|GOTO)_[A-Z0-9_]*=' || true; } | python3 -c '
 import json, sys
 print(json.dumps({"side": "caller_env", "vars": dict(l.rstrip("\n").split("=", 1) for l in sys.stdin)}))')"
   local v
-  for v in $(compgen -e | grep -E '^(OPENBLAS|GOTO)_'); do
+  for v in $(compgen -e | grep -E '^(OPENBLAS|GOTO)_' || true); do
     echo "note: $v=${!v} is set in your environment; unsetting it for every benchmark process" >&2
     unset "$v"
   done
