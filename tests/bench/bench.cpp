@@ -30,7 +30,7 @@
 //                         --length output tokens; max_positions 1100
 //   ceiling               no model: the FMA peak at --threads and the best GEMM rate on the
 //                         products of train, decode *_b1 and *_b64 (ceiling.h; --min-time S per
-//                         timing sample, default 0.04, --repeats samples); JSON lines for --ceiling
+//                         timing sample, default 0.02, --repeats samples); JSON lines for --ceiling
 // train and the greedy modes report useful GFLOP/s (real tokens, real attention lengths, no
 // recomputed prefix: workload.h) and, given --ceiling FILE (the output of a ceiling run at the
 // same --threads), that rate as a fraction of the FMA peak and of the best GEMM rate.
@@ -80,7 +80,7 @@ struct Args {
   int batch_sentences = 1;
   bool check = true;  // greedy modes: compare with naive batch-1 decoding after timing
   uint64_t seed = 1234;
-  double clip_norm = 0, min_time = 0.04;
+  double clip_norm = 0, min_time = 0.02;
   std::vector<int> lengths{20, 40, 80, 100};
   std::string ceiling;  // JSON lines of a ceiling run, for the fractions of peak / best GEMM
 };
