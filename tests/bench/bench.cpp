@@ -553,15 +553,8 @@ void bench_scale(const Args& a, const BenchConfig& c) {
 
 /// --mode ceiling: the FMA peak and the best GEMM rates of the config's workloads (ceiling.h).
 void bench_ceiling(const Args& a) {
-  CeilingRequest r;
-  r.config = a.config;
-  r.threads = a.threads;
-  r.seed = a.seed;
-  r.train_warmup = a.warmup;
-  r.train_steps = a.steps;
-  r.bs1_sentences = a.bs1_sentences;
-  r.min_time = a.min_time;
-  r.reps = a.repeats;
+  const CeilingRequest r{a.config, a.threads,     a.seed,     a.warmup,
+                         a.steps,  a.bs1_sentences, a.min_time, a.repeats};
   for (json& line : run_ceiling(r)) emit(a, std::move(line));
 }
 

@@ -215,7 +215,7 @@ def useful_gflops(a, b):
     return ua, ub
 
 
-def print_useful(o, t, ceil, configs, get, modes):
+def print_useful(o, t, ceil, configs, modes):
     lines = []
     for c in configs:
         for m in modes:
@@ -282,48 +282,22 @@ def print_ort(ort, vs_ort, configs):
     print()
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dirs", nargs="+")
-    args = ap.parse_args()
-    rows = [r for d in args.dirs for r in load_dir(d)]
-    if not rows:
-        print(f"no JSON lines under {' '.join(args.dirs)}", file=sys.stderr)
-        return 1
-    kernels = [r for r in rows if "side" in r]
-    ceil = [r for r in rows if r.get("impl") == "anuvad" and r.get("mode") in ("ceiling", "ceiling_fma")]
-    ort = [r for r in rows if str(r.get("engine", "")).startswith("onnxruntime")]
-    ours = [r for r in rows if r.get("impl") == "anuvad" and "mode" in r and r not in ceil]
-    torch = [r for r in rows if r.get("impl") != "anuvad" and "mode" in r and "engine" not in r]
+def index(rs):
+    out = {}
+    for r in rs:
+        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"))
+        out[key] = r
+    return out
 
-    def index(rs):
-        out = {}
-        for r in rs:
-            key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"))
-            out[key] = r
-        return out
 
-    # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
-    # beam_search modes; the main tables prefer the main run's rows when both are present.
-    # vs_ort.jsonl (run_vs_ort.sh) has decode_cached rows alternated with ONNX Runtime's; they
-    # fill the main tables only when the main run has no such row.
-    main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
-    extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
-    vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
-    o = index(vs_ort + extra_rows + main_rows)  # later rows win
-    ox = index(main_rows + extra_rows)
-    t = index(torch)
-    configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
+def get(ix, config, mode):
+    for (c, m, _, _), r in ix.items():
+        if c == config and m == mode:
+            return r
+    return None
 
-    def get(ix, config, mode):
-        for (c, m, _, _), r in ix.items():
-            if c == config and m == mode:
-                return r
-        return None
 
-    warnings = kernel_warnings(kernels, ours, torch)
-    for w in warnings:
-        print(f"> **WARNING**: {w}.\n")
+def print_setup(ours, torch):
     env = next((r["env"] for r in torch if "env" in r), None)
     oenv = next((r["env"] for r in ours if "env" in r), None)
     if env or oenv:
@@ -337,8 +311,10 @@ def main():
                          f"{env.get('blas_core', '')}, {env.get('torch_threads')} threads")
         print("; ".join(parts) + ".\n")
 
+
+def print_load(dirs):
     loads = []
-    for load_path in [os.path.join(d, "loadavg.tsv") for d in args.dirs]:
+    for load_path in [os.path.join(d, "loadavg.tsv") for d in dirs]:
         if not os.path.exists(load_path):
             continue
         with open(load_path) as f:
@@ -355,9 +331,9 @@ def main():
               f"(2 CPUs; the benchmark's own threads account for up to their number, more than that is "
               f"other work sharing the cores).\n")
 
-    print_kernels(kernels, ours, torch, ort, ceil)
-    print_ceiling(ceil, configs)
 
+def print_speed_tables(o, t, configs):
+    """Training and greedy decoding, both sides, with the ratios ours / torch."""
     # ---- training
     if any(get(o, c, "train") or get(t, c, "train") for c in configs):
         print("### Training: target tokens/s (batch 32 sentences, lengths U[5,20] incl. EOS)\n")
@@ -390,8 +366,8 @@ def main():
                       f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
         print()
 
-    print_useful(o, t, ceil, configs, get, ["train"] + DECODE_MODES)
 
+def print_rss(o, t, configs):
     if any(get(o, c, m) or get(t, c, m) for c in configs for m in ["train"] + DECODE_MODES):
         print("### Peak RSS per mode, MiB\n")
         print("anuvad: VmHWM of a process that ran only that mode. torch: ru_maxrss of torch_ref's process; "
@@ -407,8 +383,9 @@ def main():
                 print(f"| {c} | {m} | {fmt(rss_of(a))} | {fmt(rss_of(b))} | {ratio(rss_of(a), rss_of(b))} |")
         print()
 
-    print_ort(ort, vs_ort, configs)
 
+def print_extras(o, ox, t, ours, configs):
+    """The anuvad-only modes: beam_search, output-length and sentence-length scaling."""
     # ---- anuvad-only: greedy API and beam search
     extra_modes = ["greedy_api_b1", "greedy_api_b64", "beam4_cached_b1", "beam4_cached_b64"]
     if any(get(o, c, m) for c in configs for m in extra_modes):
@@ -462,6 +439,47 @@ def main():
                   f"| {stat(tr and tr['tgt_tokens_per_s'])} | {fmt(rss_of(tr))} "
                   f"| {stat(de and de['ms_per_sentence'])} | {stat(de and de['tokens_per_s'])} | {fmt(rss_of(de))} |")
         print()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dirs", nargs="+")
+    args = ap.parse_args()
+    rows = [r for d in args.dirs for r in load_dir(d)]
+    if not rows:
+        print(f"no JSON lines under {' '.join(args.dirs)}", file=sys.stderr)
+        return 1
+    kernels = [r for r in rows if "side" in r]
+    ceil = [r for r in rows if r.get("impl") == "anuvad" and r.get("mode") in ("ceiling", "ceiling_fma")]
+    ort = [r for r in rows if str(r.get("engine", "")).startswith("onnxruntime")]
+    ours = [r for r in rows if r.get("impl") == "anuvad" and "mode" in r and r not in ceil]
+    torch = [r for r in rows if r.get("impl") != "anuvad" and "mode" in r and "engine" not in r]
+
+    # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
+    # beam_search modes; the main tables prefer the main run's rows when both are present.
+    # vs_ort.jsonl (run_vs_ort.sh) has decode_cached rows alternated with ONNX Runtime's; they
+    # fill the main tables only when the main run has no such row.
+    main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
+    extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
+    vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
+    o = index(vs_ort + extra_rows + main_rows)  # later rows win
+    ox = index(main_rows + extra_rows)
+    t = index(torch)
+    configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
+
+    warnings = kernel_warnings(kernels, ours, torch)
+    for w in warnings:
+        print(f"> **WARNING**: {w}.\n")
+    print_setup(ours, torch)
+    print_load(args.dirs)
+    print_kernels(kernels, ours, torch, ort, ceil)
+    print_ceiling(ceil, configs)
+
+    print_speed_tables(o, t, configs)
+    print_useful(o, t, ceil, configs, ["train"] + DECODE_MODES)
+    print_rss(o, t, configs)
+    print_ort(ort, vs_ort, configs)
+    print_extras(o, ox, t, ours, configs)
     sys.stdout.flush()
     for w in warnings:
         sys.stderr.write(f"WARNING: {w}\n")
