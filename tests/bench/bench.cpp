@@ -66,6 +66,7 @@
 #include "anuvad/train/adam.h"
 #include "ceiling.h"
 #include "workload.h"
+
 using namespace anuvad;
 using json = nlohmann::json;
 using namespace bench;
