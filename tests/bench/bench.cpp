@@ -6,7 +6,7 @@
 //   anuvad_bench --config tiny|small|base --mode MODE [--threads 2] [--repeats 3]
 //                [--steps N] [--warmup N] [--bs1-sentences N] [--seed 1234] [--norm post|pre]
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
-//                [--check 0|1]
+//                [--check 0|1] [--ceiling FILE] [--min-time S]
 //
 // Modes (run each in its own process so that peak RSS, VmHWM of /proc/self/status, is its own):
 //   train                 forward + backward + Adam on batches of 32 random sentence pairs,
@@ -28,6 +28,12 @@
 //                         target have exactly --length tokens (EOS included); max_positions 1100
 //   scale_decode          cached greedy translation at batch 1 of a --length-token source into
 //                         --length output tokens; max_positions 1100
+//   ceiling               no model: the FMA peak at --threads and the best GEMM rate on the
+//                         products of train, decode *_b1 and *_b64 (ceiling.h; --min-time S per
+//                         timing sample, default 0.02, --repeats samples); JSON lines for --ceiling
+// train and the greedy modes report useful GFLOP/s (real tokens, real attention lengths, no
+// recomputed prefix: workload.h) and, given --ceiling FILE (the output of a ceiling run at the
+// same --threads), that rate as a fraction of the FMA peak and of the best GEMM rate.
 // Greedy decoding modes finally decode the first 8 sentences again with naive batch-1 decoding
 // (untimed, after peak RSS is read) and report the token agreement; --check 0 skips that (for
 // profiling). Decoding modes: 64 random sources of 10–14 tokens (EOS included); batch 1 decodes the first
@@ -50,36 +56,23 @@
 #include <string>
 #include <vector>
 
-#include "anuvad/train/adam.h"
+#include "anuvad/core/gemm.h"
+#include "anuvad/core/runtime.h"
+#include "anuvad/decode/translator.h"
 #include "anuvad/nn/batch.h"
 #include "anuvad/nn/config.h"
-#include "anuvad/decode/translator.h"
 #include "anuvad/nn/loss.h"
-#include "anuvad/core/runtime.h"
 #include "anuvad/nn/transformer.h"
+#include "anuvad/train/adam.h"
+#include "ceiling.h"
+#include "workload.h"
 
 using namespace anuvad;
 using json = nlohmann::json;
-using Clock = std::chrono::steady_clock;
+using namespace bench;
 
 namespace {
 
-struct BenchConfig {
-  int d_model, n_heads, d_ff, enc_layers, dec_layers, src_vocab, tgt_vocab;
-  int train_warmup, train_steps, bs1_sentences;
-};
-
-const std::map<std::string, BenchConfig> kConfigs = {
-    {"tiny", {64, 4, 256, 2, 2, 1000, 1000, 5, 40, 64}},
-    {"small", {256, 4, 1024, 3, 3, 4000, 4000, 3, 12, 64}},
-    {"base", {512, 8, 2048, 6, 6, 8000, 8000, 2, 4, 16}},
-};
-constexpr int kTrainBatch = 32;
-constexpr int kTrainLenLo = 5, kTrainLenHi = 20;  // tokens incl. EOS
-constexpr int kDecodeSentences = 64;
-constexpr int kDecodeSrcLo = 10, kDecodeSrcHi = 14;  // tokens incl. EOS
-constexpr int kDecodeLen = 20;
-constexpr int kFirstRealToken = 4;  // PAD 0, UNK 1, BOS 2, EOS 3
 constexpr int kWarmupSchedule = 4000;
 
 struct Args {
@@ -88,8 +81,9 @@ struct Args {
   int batch_sentences = 1;
   bool check = true;  // greedy modes: compare with naive batch-1 decoding after timing
   uint64_t seed = 1234;
-  double clip_norm = 0;
+  double clip_norm = 0, min_time = 0.02;
   std::vector<int> lengths{20, 40, 80, 100};
+  std::string ceiling;  // JSON lines of a ceiling run, for the fractions of peak / best GEMM
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -97,8 +91,9 @@ struct Args {
             << "\nusage: anuvad_bench --config tiny|small|base --mode MODE [--threads N] "
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
-               "[--clip-norm X] [--check 0|1]\nmodes: train, decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, "
-               "beam4_cached_b{1,64}, decode_length, scale_train, scale_decode\n";
+               "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S]\nmodes: train, "
+               "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
+               "decode_length, scale_train, scale_decode, ceiling\n";
   std::exit(2);
 }
 
@@ -122,6 +117,8 @@ Args parse(int argc, char** argv) {
     else if (k == "--batch-sentences") a.batch_sentences = std::stoi(v);
     else if (k == "--clip-norm") a.clip_norm = std::stod(v);
     else if (k == "--check") a.check = std::stoi(v) != 0;
+    else if (k == "--ceiling") a.ceiling = v;
+    else if (k == "--min-time") a.min_time = std::stod(v);
     else if (k == "--lengths") {
       a.lengths.clear();
       std::stringstream ss(v);
@@ -146,18 +143,6 @@ double proc_status_mib(const char* field) {
 }
 double peak_rss_mib() { return std::round(proc_status_mib("VmHWM") * 10) / 10; }
 
-double seconds(Clock::time_point a, Clock::time_point b) {
-  return std::chrono::duration<double>(b - a).count();
-}
-
-json summarize(std::vector<double> xs) {
-  std::sort(xs.begin(), xs.end());
-  const size_t n = xs.size();
-  const double med = n % 2 ? xs[n / 2] : 0.5 * (xs[n / 2 - 1] + xs[n / 2]);
-  auto r = [](double x) { return std::round(x * 1000) / 1000; };
-  return {{"median", r(med)}, {"min", r(xs.front())}, {"max", r(xs.back())}};
-}
-
 ModelConfig model_config(const BenchConfig& c, const Args& a, int max_positions) {
   ModelConfig m;
   m.src_vocab_size = c.src_vocab;
@@ -180,33 +165,6 @@ ModelConfig model_config(const BenchConfig& c, const Args& a, int max_positions)
   return m;
 }
 
-/// A sentence of `len` tokens including the EOS that make_batch appends: len − 1 random ids.
-std::vector<int32_t> random_sentence(int len, int vocab, std::mt19937_64& rng) {
-  std::uniform_int_distribution<int32_t> tok(kFirstRealToken, vocab - 1);
-  std::vector<int32_t> s(static_cast<size_t>(len - 1));
-  for (auto& t : s) t = tok(rng);
-  return s;
-}
-
-int uniform_len(int lo, int hi, std::mt19937_64& rng) {
-  return std::uniform_int_distribution<int>(lo, hi)(rng);
-}
-
-/// Forward matmul FLOPs of one batch, as torch_ref.forward_flops.
-double forward_flops(const BenchConfig& c, const std::vector<int>& src_lens,
-                     const std::vector<int>& tgt_lens, int pad_s = 0, int pad_t = 0) {
-  const double d = c.d_model, ff = c.d_ff, V = c.tgt_vocab;
-  double total = 0;
-  for (size_t i = 0; i < src_lens.size(); ++i) {
-    const double s = pad_s ? pad_s : src_lens[i], t = pad_t ? pad_t : tgt_lens[i];
-    const double enc = s * (8 * d * d + 4 * d * ff) + 4 * s * s * d;
-    const double dec = t * (8 * d * d + 4 * d * d + 4 * d * ff) + 4 * s * d * d + 4 * t * t * d +
-                       4 * t * s * d;
-    total += c.enc_layers * enc + c.dec_layers * dec + 2 * t * d * V;
-  }
-  return total;
-}
-
 json param_counts(const Transformer& model) {
   int64_t emb = 0, enc = 0, dec = 0, gen = 0;
   for (const Param& p : model.params().params()) {
@@ -221,11 +179,14 @@ json param_counts(const Transformer& model) {
 }
 
 json env_info(const Args& a) {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
   return {{"omp_max_threads", omp_get_max_threads()}, {"requested_threads", a.threads},
           {"eigen_threads", Eigen::nbThreads()},
           {"eigen", std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) +
                         "." + std::to_string(EIGEN_MINOR_VERSION)},
           {"eigen_simd", Eigen::SimdInstructionSetsInUse()},
+          {"gemm_backend", gemm_backend()}, {"blas_core", blas_core()},
+          {"openblas_coretype_env", coretype ? json(coretype) : json()},  // forces a kernel
 #ifdef __VERSION__
           {"compiler", __VERSION__},
 #endif
@@ -239,26 +200,30 @@ void emit(const Args& a, json line) {
   std::cout << out.dump() << std::endl;
 }
 
+/// Useful GFLOP/s of each repeat ({median, min, max}) and, when --ceiling names a ceiling run,
+/// the median as a fraction of the FMA peak and of the best GEMM rate on the mode's products.
+json useful_rate(const Args& a, double useful_flops, const std::vector<double>& times) {
+  std::vector<double> gf;
+  for (double t : times) gf.push_back(useful_flops / t / 1e9);
+  json out = {{"useful_gflops", summarize(gf)}, {"fraction_of_fma_peak", nullptr},
+              {"fraction_of_best_gemm", nullptr}};
+  const std::string workload = ceiling_workload(a.mode);
+  if (a.ceiling.empty() || workload.empty()) return out;
+  const Ceiling c = read_ceiling(a.ceiling, a.config, workload, a.threads);
+  const double g = median(gf);
+  auto frac = [&](double peak) -> json {
+    if (peak <= 0) return nullptr;
+    return std::round(g / peak * 10000) / 10000;
+  };
+  out["fma_peak_gflops"] = c.fma_peak;
+  out["best_gemm_gflops"] = c.best_gemm;
+  out["fraction_of_fma_peak"] = frac(c.fma_peak);
+  out["fraction_of_best_gemm"] = frac(c.best_gemm);
+  return out;
+}
+
 // ---------------------------------------------------------------------------------------------
 // training
-
-struct TrainBatch {
-  Batch batch;
-  std::vector<int> src_lens, tgt_lens;  // incl. EOS
-};
-
-TrainBatch make_train_batch(const BenchConfig& c, std::mt19937_64& rng, int n, int lo, int hi) {
-  std::vector<Example> ex(static_cast<size_t>(n));
-  // torch_ref draws all sources, then all targets
-  for (auto& e : ex) e.src = random_sentence(uniform_len(lo, hi, rng), c.src_vocab, rng);
-  for (auto& e : ex) e.tgt = random_sentence(uniform_len(lo, hi, rng), c.tgt_vocab, rng);
-  std::vector<const Example*> ptrs;
-  for (const auto& e : ex) ptrs.push_back(&e);
-  TrainBatch tb{make_batch(ptrs), {}, {}};
-  tb.src_lens = tb.batch.src_lengths;
-  tb.tgt_lens = tb.batch.tgt_lengths;
-  return tb;
-}
 
 struct Trainer {
   Transformer& model;
@@ -288,26 +253,25 @@ struct Trainer {
 };
 
 void bench_train(const Args& a, const BenchConfig& c) {
-  std::mt19937_64 data_rng(a.seed);
   Transformer model(model_config(c, a, 512));
   model.init_parameters(a.seed);
   const int steps = a.steps > 0 ? a.steps : c.train_steps;
   const int n_warm = a.warmup >= 0 ? a.warmup : c.train_warmup;
-  std::vector<TrainBatch> warm, batches;
-  for (int i = 0; i < n_warm; ++i)
-    warm.push_back(make_train_batch(c, data_rng, kTrainBatch, kTrainLenLo, kTrainLenHi));
-  for (int i = 0; i < steps; ++i)
-    batches.push_back(make_train_batch(c, data_rng, kTrainBatch, kTrainLenLo, kTrainLenHi));
+  const TrainData data = train_data(c, a.seed, n_warm, steps);
+  const std::vector<TrainBatch>& warm = data.warm;
+  const std::vector<TrainBatch>& batches = data.timed;
   Trainer tr(model, c, a.clip_norm, a.seed + 1);
   const double rss_before = peak_rss_mib();
   for (const auto& b : warm) tr.step(b.batch);
-  double tgt_tokens = 0, src_tokens = 0, padded_tgt = 0, useful = 0, executed = 0;
+  // useful: real tokens and real attention lengths; padded: every sentence at the batch's
+  // longest, [B·T_max] (what torch_ref executes; what anuvad executed before packing tokens)
+  double tgt_tokens = 0, src_tokens = 0, padded_tgt = 0, useful = 0, padded = 0;
   for (const auto& b : batches) {
     tgt_tokens += static_cast<double>(b.batch.n_tgt_tokens());
     for (int l : b.src_lens) src_tokens += l;
     padded_tgt += double(b.batch.batch_size) * b.batch.tgt_len;
     useful += 3 * forward_flops(c, b.src_lens, b.tgt_lens);
-    executed += 3 * forward_flops(c, b.src_lens, b.tgt_lens, b.batch.src_len, b.batch.tgt_len);
+    padded += 3 * forward_flops(c, b.src_lens, b.tgt_lens, b.batch.src_len, b.batch.tgt_len);
   }
   std::vector<double> times;
   double loss = 0;
@@ -320,24 +284,25 @@ void bench_train(const Args& a, const BenchConfig& c) {
   for (double t : times) {
     tps.push_back(tgt_tokens / t);
     ms.push_back(1000 * t / steps);
-    gf.push_back(executed / t / 1e9);
+    gf.push_back(padded / t / 1e9);
   }
-  emit(a, {{"mode", "train"}, {"batch_sentences", kTrainBatch}, {"steps_per_repeat", steps},
+  json line = {{"mode", "train"}, {"batch_sentences", kTrainBatch}, {"steps_per_repeat", steps},
            {"warmup_steps", n_warm}, {"repeats", a.repeats}, {"clip_norm", a.clip_norm},
            {"tgt_tokens_per_s", summarize(tps)}, {"ms_per_step", summarize(ms)},
            {"tgt_tokens_per_step", tgt_tokens / steps}, {"src_tokens_per_step", src_tokens / steps},
            {"padded_tgt_tokens_per_step", padded_tgt / steps},
            {"flops_per_tgt_token_useful", useful / tgt_tokens},
-           {"flops_per_step_executed", executed / steps},
-           {"achieved_gflops_executed", summarize(gf)}, {"params", param_counts(model)},
+           {"flops_per_step_useful", useful / steps}, {"flops_per_step_padded", padded / steps},
+           {"achieved_gflops_padded", summarize(gf)}, {"params", param_counts(model)},
            {"final_loss", loss}, {"peak_rss_mib", peak_rss_mib()},
-           {"rss_before_training_mib", rss_before}});
+           {"rss_before_training_mib", rss_before}};
+  line.update(useful_rate(a, useful, times));  // useful = FLOPs of one repeat
+  emit(a, std::move(line));
 }
 
 // ---------------------------------------------------------------------------------------------
 // decoding
 
-using Sources = std::vector<std::vector<int32_t>>;  // without EOS
 using Outputs = std::vector<std::vector<int32_t>>;
 
 Batch source_batch(const Sources& srcs) {
@@ -425,13 +390,6 @@ void suppress_eos(Transformer& model) {
   bias->value(0, kEosId) = Scalar(-1e9);
 }
 
-Sources decode_sources(const BenchConfig& c, std::mt19937_64& rng) {
-  Sources s;
-  for (int i = 0; i < kDecodeSentences; ++i)
-    s.push_back(random_sentence(uniform_len(kDecodeSrcLo, kDecodeSrcHi, rng), c.src_vocab, rng));
-  return s;
-}
-
 void bench_decode(const Args& a, const BenchConfig& c) {
   const std::string& mode = a.mode;
   const bool b64 = mode.size() > 4 && mode.compare(mode.size() - 4, 4, "_b64") == 0;
@@ -500,12 +458,19 @@ void bench_decode(const Args& a, const BenchConfig& c) {
     tps.push_back(n_tok / t);
     ms.push_back(1000 * t / n_sent);
   }
-  emit(a, {{"mode", mode}, {"batch_size", batch}, {"sentences", n_sent},
-           {"tokens_per_sentence", kDecodeLen}, {"repeats", a.repeats},
-           {"beam_size", kind == "beam4" ? 4 : 1}, {"eos_suppressed", eos_suppressed},
-           {"tokens_per_s", summarize(tps)}, {"ms_per_sentence", summarize(ms)},
-           {"token_agreement_with_naive_b1", agree}, {"params", param_counts(model)},
-           {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before}});
+  json line = {{"mode", mode}, {"batch_size", batch}, {"sentences", n_sent},
+               {"tokens_per_sentence", kDecodeLen}, {"repeats", a.repeats},
+               {"beam_size", kind == "beam4" ? 4 : 1}, {"eos_suppressed", eos_suppressed},
+               {"tokens_per_s", summarize(tps)}, {"ms_per_sentence", summarize(ms)},
+               {"token_agreement_with_naive_b1", agree}, {"params", param_counts(model)},
+               {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before}};
+  if (kind != "beam4") {  // useful work of greedy decoding: the cached minimum, real lengths
+    double useful = 0;
+    for (int i = 0; i < n_sent; ++i) useful += decode_flops(c, int(sents[i].size()) + 1, kDecodeLen);
+    line["flops_per_token_useful"] = useful / n_tok;
+    line.update(useful_rate(a, useful, times));
+  }
+  emit(a, std::move(line));
 }
 
 /// Cached greedy at batch 1 for several output lengths: per-token time and its growth.
@@ -587,6 +552,13 @@ void bench_scale(const Args& a, const BenchConfig& c) {
   }
 }
 
+/// --mode ceiling: the FMA peak and the best GEMM rates of the config's workloads (ceiling.h).
+void bench_ceiling(const Args& a) {
+  const CeilingRequest r{a.config, a.threads,     a.seed,     a.warmup,
+                         a.steps,  a.bs1_sentences, a.min_time, a.repeats};
+  for (json& line : run_ceiling(r)) emit(a, std::move(line));
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -598,6 +570,7 @@ int main(int argc, char** argv) {
     if (a.mode == "train") bench_train(a, c);
     else if (a.mode == "decode_length") bench_decode_length(a, c);
     else if (a.mode == "scale_train" || a.mode == "scale_decode") bench_scale(a, c);
+    else if (a.mode == "ceiling") bench_ceiling(a);
     else bench_decode(a, c);
   } catch (const std::exception& e) {
     std::cerr << "anuvad_bench: " << e.what() << "\n";

@@ -2,12 +2,18 @@
 # anuvad vs the PyTorch reference (../shared/bench/torch_ref.py) on this machine: runs both
 # benchmarks alternately, config by config and mode by mode, each config x mode in its own
 # process, writes the JSON lines to a results folder and prints markdown tables with the ratios
-# ours / torch (tests/bench/summarize.py). See tests/bench/README.md.
+# ours / torch (tests/bench/summarize.py). Before each config's modes, `anuvad_bench --mode
+# ceiling` measures the FMA peak and the best GEMM rate on that config's products, and every
+# train / greedy row reports its useful GFLOP/s against both. Both sides run without
+# OPENBLAS_CORETYPE and the other OPENBLAS_* variables; kernels.jsonl records the OpenBLAS kernel
+# each side's library picks, and the summary warns when a side ran a lesser one than the CPU
+# supports. See tests/bench/README.md.
 #
 #   tests/bench/run_vs_torch.sh                    # tiny, small, base: train + greedy decode (~8-10 min)
 #   tests/bench/run_vs_torch.sh --extras           # + anuvad-only beam 4, greedy API, length scaling
 #   tests/bench/run_vs_torch.sh --only-extras      # just the anuvad-only modes (~3 min)
 #   tests/bench/run_vs_torch.sh --configs tiny,small --quick
+#   tests/bench/run_vs_torch.sh --ort              # + ONNX Runtime (run_vs_ort.sh) in the same folder
 #
 # Options:
 #   --out DIR          results folder (default $TMPDIR/anuvad-bench-<date>, or /tmp/...)
@@ -19,12 +25,16 @@
 #                      L = 16, 64, 256, 1024)
 #   --only-extras      only those
 #   --no-torch         anuvad side only
-#   --install          apt-get install the torch side's packages when missing (needs root)
+#   --ort              then run_vs_ort.sh on the same folder and configs: cached greedy decoding
+#                      against ONNX Runtime, alternated; one summary for both comparisons
+#   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
+#                      packages when missing (needs root)
 # Environment:
 #   BENCH              anuvad_bench binary to use as is (default: build/tests/anuvad_bench, which
 #                      is (re)built here with cmake + make anuvad_bench first)
-#   TORCH_BENCH_DIR    folder of torch_ref.py (default: ../shared/bench relative to the repo root);
-#                      when absent the torch side is skipped
+#   TORCH_BENCH_DIR    folder of torch_ref.py (default: ../shared/bench relative to the repo root,
+#                      or to the main checkout of a git worktree); when absent the torch side is
+#                      skipped
 #   PY                 Python for torch_ref.py (default /usr/bin/python3, Debian's, with python3-torch)
 #   BLAS               openblas-openmp (default) | openblas-pthread | reference | system: torch's BLAS
 #                      via LD_LIBRARY_PATH, exactly as ../shared/bench/run_all.sh picks it
@@ -35,9 +45,10 @@ set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(cd "$here/../.." && pwd)"
+source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 main=1 extras=0 torch_side=1 install=0
+quick=0 main=1 extras=0 torch_side=1 install=0 ort=0
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -47,6 +58,7 @@ while [ $# -gt 0 ]; do
     --extras) extras=1; shift ;;
     --only-extras) extras=1; main=0; shift ;;
     --no-torch) torch_side=0; shift ;;
+    --ort) ort=1; shift ;;
     --install) install=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_vs_torch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -54,7 +66,7 @@ while [ $# -gt 0 ]; do
 done
 THREADS="${THREADS:-2}"
 OUT="${OUT:-${TMPDIR:-/tmp}/anuvad-bench-$(date +%Y%m%d-%H%M%S)}"
-TORCH_BENCH_DIR="${TORCH_BENCH_DIR:-$repo/../shared/bench}"
+TORCH_BENCH_DIR="${TORCH_BENCH_DIR:-$(bench_shared_dir)/bench}"
 PY="${PY:-/usr/bin/python3}"
 BLAS="${BLAS:-openblas-openmp}"
 SCALE_CONFIG="${SCALE_CONFIG:-small}"
@@ -62,15 +74,9 @@ SCALE_LENGTHS="${SCALE_LENGTHS:-16 64 256 1024}"
 common_args=(--threads "$THREADS")
 [ "$quick" = 1 ] && common_args+=(--steps 3 --warmup 1 --repeats 1 --bs1-sentences 8)
 
-# ---- anuvad_bench
-BENCH="${BENCH:-}"
-if [ -z "$BENCH" ]; then  # (re)build against the current library sources; a no-op when up to date
-  BENCH="$repo/build/tests/anuvad_bench"
-  echo "building anuvad_bench..." >&2
-  cmake -S "$repo" -B "$repo/build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  make -C "$repo/build" -j2 anuvad_bench >/dev/null
-fi
-[ -x "$BENCH" ] || { echo "no anuvad_bench at $BENCH" >&2; exit 1; }
+# ---- anuvad_bench, without the caller's OPENBLAS_* variables (common.sh)
+bench_clean_blas_env
+bench_build
 
 # ---- torch side: Debian's python3-torch with OpenBLAS (as ../shared/bench/run_all.sh)
 lib_path=""
@@ -114,41 +120,29 @@ with_blas() { if [ -n "$lib_path" ]; then LD_LIBRARY_PATH="$lib_path${LD_LIBRARY
 
 mkdir -p "$OUT/anuvad" "$OUT/torch"
 echo "results -> $OUT" >&2
-printf 'time\twhat\tload1\tload5\tload15\n' > "$OUT/loadavg.tsv"
-note_load() { printf '%s\t%s\t%s\n' "$(date +%H:%M:%S)" "$1" "$(cut -d' ' -f1-3 /proc/loadavg | tr ' ' '\t')" >> "$OUT/loadavg.tsv"; }
+[ -f "$OUT/loadavg.tsv" ] || printf 'time\twhat\tload1\tload5\tload15\n' > "$OUT/loadavg.tsv"
 {
-  echo "date: $(date -Is)"
   echo "command: $command_line"
-  echo "anuvad_bench: $BENCH, built $(date -r "$BENCH" -Is)"
-  echo "repo: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?') $(git -C "$repo" status --porcelain 2>/dev/null | grep -q . && echo '(uncommitted changes present)')"
-  echo "cpu: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2-) x $(nproc); family $(grep -m1 'cpu family' /proc/cpuinfo | cut -d: -f2 | tr -d ' ') model $(grep -m1 '^model' /proc/cpuinfo | cut -d: -f2 | tr -d ' ')"
-  echo "avx512f: $(grep -qw avx512f /proc/cpuinfo && echo yes || echo no)"
-  echo "kernel: $(uname -r)"
-  echo "g++: $(g++ --version | head -1)"
-  echo "eigen: $(dpkg-query -W -f='${Version}' libeigen3-dev 2>/dev/null || echo '?')"
+  bench_machine_info
   if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
     echo "python: $("$PY" --version 2>&1)"
     echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
     echo "BLAS mode: $BLAS (LD_LIBRARY_PATH prefix: ${lib_path:-none})"
   fi
-  echo "threads: $THREADS"
   echo "load at start: $(cat /proc/loadavg)"
-} > "$OUT/machine.txt"
+} >> "$OUT/machine.txt"
+# the OpenBLAS kernel each side's library picks on this CPU (no OPENBLAS_* variables: its best)
+bench_record_kernels
+if [ "$torch_side" = 1 ] && [ "$main" = 1 ]; then
+  { with_blas "$PY" "$here/blas_kernels.py" torch || echo '{"error": "probe failed"}'; } |
+    python3 -c 'import json,sys; d=json.loads(sys.stdin.read()); d["side"]="torch_lib"; print(json.dumps(d))' >> "$OUT/kernels.jsonl"
+fi
 
 failed=0
-ours() {  # ours CONFIG MODE [extra args] -> one process, JSON appended to anuvad/*.jsonl
-  local c="$1" m="$2"; shift 2
-  local t0=$SECONDS
-  note_load "anuvad $c $m $*"
-  if ! "$BENCH" --config "$c" --mode "$m" "${common_args[@]}" "$@" >> "$OUT/anuvad/${file:-anuvad}.jsonl" 2>> "$OUT/anuvad/anuvad.log"; then
-    echo "  anuvad $c $m FAILED (see $OUT/anuvad/anuvad.log)" >&2; failed=$((failed + 1))
-  fi
-  echo "  anuvad $c $m $*: $((SECONDS - t0)) s" >&2
-}
 theirs() {  # theirs CONFIG MODE
   local c="$1" m="$2"
   local t0=$SECONDS
-  note_load "torch $c $m"
+  bench_note_load "torch $c $m"
   if ! with_blas "$PY" "$TORCH_BENCH_DIR/torch_ref.py" --config "$c" --mode "$m" "${common_args[@]}" \
       >> "$OUT/torch/torch_ref.jsonl" 2>> "$OUT/torch/torch_ref.log"; then
     echo "  torch $c $m FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1))
@@ -160,6 +154,7 @@ IFS=',' read -r -a config_list <<< "$configs"
 if [ "$main" = 1 ]; then
   for c in "${config_list[@]}"; do
     echo "== $c" >&2
+    bench_ceiling "$c"
     [ "$torch_side" = 1 ] && theirs "$c" train
     file=anuvad ours "$c" train
     [ "$torch_side" = 1 ] && theirs "$c" decode
@@ -171,6 +166,7 @@ fi
 if [ "$extras" = 1 ]; then
   echo "== anuvad-only modes" >&2
   for c in "${config_list[@]}"; do
+    bench_ceiling "$c"
     # decode_cached again right before the beam_search modes, so that their ratio to it is
     # measured under the same machine load
     for m in decode_cached_b1 greedy_api_b1 beam4_cached_b1 decode_cached_b64 greedy_api_b64 beam4_cached_b64; do
@@ -183,8 +179,14 @@ if [ "$extras" = 1 ]; then
     file=extras ours "$SCALE_CONFIG" scale_decode --length "$L"
   done
 fi
-note_load end
+bench_note_load end
 echo "load at end: $(cat /proc/loadavg)" >> "$OUT/machine.txt"
+if [ "$ort" = 1 ]; then
+  ort_args=(--out "$OUT" --configs "$configs" --no-summary)
+  [ "$quick" = 1 ] && ort_args+=(--quick)
+  [ "$install" = 1 ] && ort_args+=(--install)
+  BENCH="$BENCH" THREADS="$THREADS" "$here/run_vs_ort.sh" "${ort_args[@]}" || failed=$((failed + 1))
+fi
 
 python3 "$here/summarize.py" "$OUT" | tee "$OUT/summary.md"
 echo >&2

@@ -1,21 +1,27 @@
 #!/usr/bin/env python3
-"""Markdown tables of an anuvad-vs-PyTorch benchmark folder written by run_vs_torch.sh.
+"""Markdown tables of a benchmark folder written by run_vs_torch.sh / run_vs_ort.sh.
 
     python3 tests/bench/summarize.py RESULTS_DIR [RESULTS_DIR ...]
 
 Reads every *.jsonl under each RESULTS_DIR (recursively; several folders are merged, e.g. a main
-run and an --only-extras run). A line with "impl": "anuvad" comes from
-anuvad_bench, any other line with a "mode" from ../shared/bench/torch_ref.py. Prints:
-training (target tokens/s), greedy decoding (tokens/s), peak RSS per mode, each with the ratio
-ours / torch, then the anuvad-only tables (greedy through beam_search, beam 4, output-length
-scaling, sentence-length scaling) when those modes were run. Every figure is the median (min–max)
-over the repeats inside one process. RESULTS_DIR/loadavg.tsv (written by run_vs_torch.sh) gives
-the load average seen before each process started.
+run and an --only-extras run). A line with "impl": "anuvad" comes from anuvad_bench (its modes
+"ceiling" / "ceiling_fma" are the machine's ceiling), one with an "engine" from ONNX Runtime's
+bench.js, one with a "side" from blas_kernels.py (kernels.jsonl), any other line with a "mode"
+from ../shared/bench/torch_ref.py. Prints: the BLAS kernel of each side with warnings when a side
+ran a lesser kernel than the CPU supports or the caller's environment forced one, the FMA peak
+and the best GEMM rate per workload, training (target tokens/s), greedy decoding (tokens/s),
+useful GFLOP/s against the ceiling, peak RSS per mode, each with the ratio ours / torch, cached
+greedy decoding against ONNX Runtime, then the anuvad-only tables (greedy through beam_search,
+beam 4, output-length scaling, sentence-length scaling) when those modes were run. Every figure
+is the median (min–max) over the repeats inside one process. RESULTS_DIR/loadavg.tsv gives the
+load average seen before each process started.
 """
 import argparse
 import json
 import os
 import sys
+
+from blas_kernels import ISA_NAMES, isa_level
 
 DECODE_MODES = ["decode_naive_b1", "decode_cached_b1", "decode_naive_b64", "decode_cached_b64"]
 CONFIG_ORDER = {"tiny": 0, "small": 1, "base": 2}
@@ -70,39 +76,228 @@ def rss_of(r):
     return r.get("peak_rss_mib", r.get("peak_rss_mib_so_far"))
 
 
-def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("dirs", nargs="+")
-    args = ap.parse_args()
-    rows = [r for d in args.dirs for r in load_dir(d)]
+def pct(x):
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f} %" if x < 0.1 else f"{100 * x:.0f} %"
+
+
+def frac(a, b):
+    return None if a is None or not b else a / b
+
+
+def last(rows, **match):
+    """The last row whose fields equal `match` (None when there is none)."""
+    found = [r for r in rows if all(r.get(k) == v for k, v in match.items())]
+    return found[-1] if found else None
+
+
+def core_of(rows):
+    """The OpenBLAS core(s) that the env of these rows reports, e.g. "Cooperlake"."""
+    cores = sorted({r["env"].get("blas_core") or "?" for r in rows if r.get("env")})
+    return ", ".join(cores) if cores else None
+
+
+def kernel_warnings(kernels, ours, torch):
+    """Lines that must not be missed: a forced OpenBLAS kernel, or a side below the CPU's best."""
+    warn = []
+    caller = last(kernels, side="caller_env")
+    forced = {k: v for k, v in (caller or {}).get("vars", {}).items() if k.startswith("OPENBLAS_CORETYPE")}
+    if forced:
+        warn.append(f"the caller's environment sets {', '.join(f'{k}={v}' for k, v in forced.items())}: "
+                    f"the scripts unset it for every benchmark process, but any run of your own with it set "
+                    f"forces that kernel")
+    for r in ours + torch:
+        env = r.get("env") or {}
+        if env.get("openblas_coretype_env"):
+            warn.append(f"{r.get('impl', 'torch')} {r['config']} {r['mode']} ran with OPENBLAS_CORETYPE="
+                        f"{env['openblas_coretype_env']}")
+            break
+    for side, rows, lib in (("anuvad", ours, last(kernels, side="anuvad_lib")),
+                            ("PyTorch", torch, last(kernels, side="torch_lib"))):
+        used = sorted({(r.get("env") or {}).get("blas_core") for r in rows if r.get("env")} - {None})
+        if side == "PyTorch" and rows and not used:
+            blas = sorted({(r.get("env") or {}).get("blas", "?") for r in rows})
+            warn.append(f"PyTorch's BLAS is {', '.join(blas)}, not OpenBLAS: not a fair peer")
+        best = lib.get("core") if lib else None
+        cpu = lib.get("cpu_isa_level") if lib else None
+        for core in used:
+            if best and core != best:
+                warn.append(f"{side} ran OpenBLAS core {core}; its library picks {best} on this CPU "
+                            f"when OPENBLAS_CORETYPE is unset")
+            lvl = isa_level(core)
+            if cpu is not None and lvl is not None and lvl < cpu:
+                warn.append(f"{side} ran OpenBLAS core {core} ({ISA_NAMES[lvl]} kernels), lesser than this "
+                            f"CPU supports ({ISA_NAMES[cpu]}): a comparison against a handicapped side is "
+                            f"not a result")
+    return list(dict.fromkeys(warn))
+
+
+def print_kernels(kernels, ours, torch, ort, ceil):
+    oenv = next((r["env"] for r in ours if r.get("env")), {})
+    tenv = next((r["env"] for r in torch if r.get("env")), {})
+    lib = {k: last(kernels, side=k) or {} for k in ("anuvad_lib", "torch_lib")}
+    if not (ours or torch or kernels):
+        return
+    print("### BLAS kernels and this machine's ceiling\n")
+    print("| side | BLAS | OpenBLAS core used | the library's own choice here (no OPENBLAS_CORETYPE) |")
+    print("|---|---|---|---|")
+    if ours or lib["anuvad_lib"]:
+        print(f"| anuvad | {oenv.get('gemm_backend', lib['anuvad_lib'].get('config', '?'))} "
+              f"| {core_of(ours) or '-'} | {lib['anuvad_lib'].get('core') or '-'} |")
+    if torch or lib["torch_lib"]:
+        blas = f"{tenv.get('blas', '?')} ({tenv.get('blas_config', lib['torch_lib'].get('config', '?'))})"
+        print(f"| PyTorch | {blas} | {core_of(torch) or '-'} | {lib['torch_lib'].get('core') or '-'} |")
+    if ort:
+        print(f"| ONNX Runtime | {ort[0].get('engine', '?')}: MLAS, its own kernels chosen by CPUID "
+              f"(not OpenBLAS) | - | - |")
+    cpu = lib["anuvad_lib"].get("cpu_isa_level", lib["torch_lib"].get("cpu_isa_level"))
+    if cpu is not None:
+        print(f"\nCPU instruction set (from /proc/cpuinfo): {ISA_NAMES[cpu]}.")
+    fma = [r for r in ceil if r["mode"] == "ceiling_fma"]
+    if fma:
+        per = ", ".join(f"{r['config']} {fmt(r['fma_peak_gflops'])}" for r in fma)
+        r = fma[-1]
+        print(f"FMA peak at {r['threads']} threads (12 independent FMA chains per thread, FLOPs over the "
+              f"threads' CPU time, best sample of each config's ceiling run): {per} GFLOP/s ({r['isa']}; AVX2 "
+              f"{fmt(r['avx2_gflops'])}, AVX-512 {fmt(r['avx512_gflops'])} in the last run).")
+    print()
+
+
+def print_ceiling(ceil, configs):
+    rows = [r for r in ceil if r["mode"] == "ceiling"]
     if not rows:
-        print(f"no JSON lines under {' '.join(args.dirs)}", file=sys.stderr)
-        return 1
-    ours = [r for r in rows if r.get("impl") == "anuvad" and "mode" in r]
-    torch = [r for r in rows if r.get("impl") != "anuvad" and "mode" in r]
+        return
+    print("#### Best GEMM rate on each workload's products\n")
+    print("Products of the workload's linear layers on its real tokens (training: forward x·Wᵀ, dW = dYᵀ·X, "
+          "dX = dY·W; decoding: the encoder once, then one row per sentence per step); each timed with "
+          "OpenBLAS's cblas_sgemm and with anuvad::gemm, on 1 thread and split by rows across the threads; "
+          "the best per product, weighted by its FLOPs (total FLOPs / Σ FLOPs / best rate). Rates are FLOPs "
+          "over the busiest thread's CPU time, so other processes on the cores do not lower the ceiling; "
+          "the benchmark's own rates are wall-clock: read them with the load average above.\n")
+    print("| config | workload | rows (src / tgt) | products | best GEMM GFLOP/s | % of FMA peak "
+          "| winning kernel (share of FLOPs) |")
+    print("|---|---|---|---|---|---|---|")
+    for c in configs:
+        for w in ("train", "decode_b1", "decode_b64"):
+            r = last(rows, config=c, workload=w)
+            if not r:
+                continue
+            share = {}
+            total = sum(2.0 * p["m"] * p["k"] * p["n"] * p["count"] for p in r["products"]) or 1
+            for p in r["products"]:
+                share[p["best_by"]] = share.get(p["best_by"], 0) + 2.0 * p["m"] * p["k"] * p["n"] * p["count"] / total
+            wins = ", ".join(f"{k} {100 * v:.0f} %" for k, v in sorted(share.items(), key=lambda kv: -kv[1]))
+            print(f"| {c} | {w} | {r['rows']['src']} / {r['rows']['tgt']} | {len(r['products'])} "
+                  f"| {fmt(r['best_gemm_gflops'])} | {pct(frac(r['best_gemm_gflops'], r['fma_peak_gflops']))} "
+                  f"| {wins} |")
+    print()
 
-    def index(rs):
-        out = {}
-        for r in rs:
-            key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"))
-            out[key] = r
-        return out
 
-    # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
-    # beam_search modes; the main tables prefer the main run's rows when both are present.
-    main_rows = [r for r in ours if r["_file"] != "extras.jsonl"]
-    extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
-    o = index(extra_rows + main_rows)  # later rows win
-    ox = index(main_rows + extra_rows)
-    t = index(torch)
-    configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
+def workload_of(mode):
+    if mode == "train":
+        return "train"
+    if mode.startswith(("decode_naive_", "decode_cached_", "greedy_api_")):
+        return "decode_b64" if mode.endswith("_b64") else "decode_b1"
+    return None
 
-    def get(ix, config, mode):
-        for (c, m, _, _), r in ix.items():
-            if c == config and m == mode:
-                return r
-        return None
 
+def useful_gflops(a, b):
+    """Median useful GFLOP/s of anuvad row a and torch row b of the same config and mode. torch's
+    decoding figure is its tokens/s times anuvad's useful FLOPs per token of the same workload (64
+    random sources of the same length distribution)."""
+    ua = med(a.get("useful_gflops")) if a else None
+    ub = None
+    if b and b["mode"] == "train" and b.get("flops_per_tgt_token_useful"):
+        ub = med(b["tgt_tokens_per_s"]) * b["flops_per_tgt_token_useful"] / 1e9
+    elif b and a and a.get("flops_per_token_useful") and b.get("tokens_per_s"):
+        ub = med(b["tokens_per_s"]) * a["flops_per_token_useful"] / 1e9
+    return ua, ub
+
+
+def print_useful(o, t, ceil, configs, modes):
+    lines = []
+    for c in configs:
+        for m in modes:
+            a, b = get(o, c, m), get(t, c, m)
+            if not (a and a.get("useful_gflops")) and not b:
+                continue
+            ua, ub = useful_gflops(a, b)
+            cl = last([r for r in ceil if r["mode"] == "ceiling"], config=c, workload=workload_of(m)) or {}
+            peak, best = cl.get("fma_peak_gflops"), cl.get("best_gemm_gflops")
+            lines.append(f"| {c} | {m} | {fmt(ua)} | {pct(frac(ua, peak))} | {pct(frac(ua, best))} "
+                         f"| {fmt(ub)} | {pct(frac(ub, peak))} | {pct(frac(ub, best))} |")
+    if not lines:
+        return
+    print("### Useful GFLOP/s against the ceiling\n")
+    print("Useful = FLOPs on real tokens only (no padding; decoding: the cached minimum, no recomputed "
+          "prefix), per second of the mode's wall time; as a fraction of the FMA peak and of the best "
+          "GEMM rate on the workload's products (tables above). torch's decoding figures use anuvad's "
+          "useful FLOPs per token of the same workload.\n")
+    print("| config | mode | anuvad useful GFLOP/s | % of FMA peak | % of best GEMM "
+          "| torch useful GFLOP/s | % of FMA peak | % of best GEMM |")
+    print("|---|---|---|---|---|---|---|---|")
+    print("\n".join(lines))
+    print()
+
+
+def over_rounds(rows):
+    """(median, min, max) over rounds of the rows' median tokens/s, or None."""
+    xs = sorted(med(r["tokens_per_s"]) for r in rows)
+    return (xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]),
+            xs[0], xs[-1]) if xs else None
+
+
+def print_ort(ort, vs_ort, configs):
+    if not ort and not vs_ort:
+        return
+    print("### Cached greedy decoding against ONNX Runtime (alternated, run_vs_ort.sh)\n")
+    print("Same workload on both sides (64 random sources of 10–14 tokens, 20 greedy tokens each, encoder "
+          "included; batch 1: tiny/small 64 sentences, base 16). Each figure is the median over the "
+          "alternated rounds (min–max) of each process's median tokens/s; ORT's best graph per row "
+          "(std = torch.onnx.export, fused = ORT's contrib attention/LayerNorm ops), `--no-spin`. "
+          "'ORT tokens = torch' compares ORT's tokens with torch_ref's cached greedy decoding.\n")
+    print("| config | mode | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph | processes (anuvad / ORT) "
+          "| anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
+    for c in configs:
+        for m in ("decode_cached_b1", "decode_cached_b64"):
+            a = [r for r in vs_ort if r["config"] == c and r["mode"] == m]
+            b = [r for r in ort if r["config"] == c and r["mode"] == m]
+            if not a and not b:
+                continue
+            sa = over_rounds(a)
+            per = {}
+            for v in sorted({r.get("variant", "?") for r in b}):
+                per[v] = over_rounds([r for r in b if r.get("variant", "?") == v])
+            best = max(per.items(), key=lambda kv: kv[1][0]) if per else None
+            agree = [x for r in b for x in (r.get("torch_cached_token_agreement") or []) if x is not None]
+            rng = lambda s: f"{fmt(s[0])} ({fmt(s[1])}–{fmt(s[2])})" if s else "-"
+            print(f"| {c} | {m} | {rng(sa)} | {rng(best[1]) if best else '-'} "
+                  f"| {ratio(sa and sa[0], best and best[1][0])} "
+                  f"| {', '.join(f'{v.split(chr(95))[0]} {fmt(x[0])}' for v, x in per.items()) or '-'} "
+                  f"| {len(a)} / {len(b)} | {fmt(max((rss_of(r) for r in a), default=None))} "
+                  f"| {fmt(max((rss_of(r) for r in b), default=None))} "
+                  f"| {fmt(100 * min(agree), 1) + ' %' if agree else '-'} |")
+    print()
+
+
+def index(rs):
+    out = {}
+    for r in rs:
+        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"))
+        out[key] = r
+    return out
+
+
+def get(ix, config, mode):
+    for (c, m, _, _), r in ix.items():
+        if c == config and m == mode:
+            return r
+    return None
+
+
+def print_setup(ours, torch):
     env = next((r["env"] for r in torch if "env" in r), None)
     oenv = next((r["env"] for r in ours if "env" in r), None)
     if env or oenv:
@@ -110,14 +305,16 @@ def main():
         parts = []
         if oenv:
             parts.append(f"anuvad: Eigen {oenv.get('eigen')} ({oenv.get('eigen_simd', '').split(',')[0]}), "
-                         f"g++ {oenv.get('compiler')}, {oenv.get('eigen_threads')} threads, {oenv.get('scalar')}")
+                         f"g++ {oenv.get('compiler')}, {oenv.get('requested_threads')} threads, {oenv.get('scalar')}")
         if env:
             parts.append(f"torch {env.get('torch')} (Python {env.get('python')}), BLAS {env.get('blas')} "
                          f"{env.get('blas_core', '')}, {env.get('torch_threads')} threads")
         print("; ".join(parts) + ".\n")
 
+
+def print_load(dirs):
     loads = []
-    for load_path in [os.path.join(d, "loadavg.tsv") for d in args.dirs]:
+    for load_path in [os.path.join(d, "loadavg.tsv") for d in dirs]:
         if not os.path.exists(load_path):
             continue
         with open(load_path) as f:
@@ -134,12 +331,15 @@ def main():
               f"(2 CPUs; the benchmark's own threads account for up to their number, more than that is "
               f"other work sharing the cores).\n")
 
+
+def print_speed_tables(o, t, configs):
+    """Training and greedy decoding, both sides, with the ratios ours / torch."""
     # ---- training
     if any(get(o, c, "train") or get(t, c, "train") for c in configs):
         print("### Training: target tokens/s (batch 32 sentences, lengths U[5,20] incl. EOS)\n")
         print("| config | anuvad tgt tok/s | torch tgt tok/s | ours / torch | anuvad ms/step | torch ms/step "
-              "| anuvad GFLOP/s (executed) | torch GFLOP/s | anuvad final loss | torch final loss |")
-        print("|---|---|---|---|---|---|---|---|---|---|")
+              "| anuvad final loss | torch final loss |")
+        print("|---|---|---|---|---|---|---|---|")
         for c in configs:
             a, b = get(o, c, "train"), get(t, c, "train")
             if not a and not b:
@@ -147,7 +347,6 @@ def main():
             print(f"| {c} | {stat(a and a['tgt_tokens_per_s'])} | {stat(b and b['tgt_tokens_per_s'])} "
                   f"| {ratio(a and med(a['tgt_tokens_per_s']), b and med(b['tgt_tokens_per_s']))} "
                   f"| {stat(a and a['ms_per_step'])} | {stat(b and b['ms_per_step'])} "
-                  f"| {stat(a and a.get('achieved_gflops_executed'))} | {stat(b and b.get('achieved_gflops_executed'))} "
                   f"| {fmt(a and a.get('final_loss'), 2)} | {fmt(b and b.get('final_loss'), 2)} |")
         print()
 
@@ -167,6 +366,9 @@ def main():
                       f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
         print()
 
+
+def print_rss(o, t, configs):
+    if any(get(o, c, m) or get(t, c, m) for c in configs for m in ["train"] + DECODE_MODES):
         print("### Peak RSS per mode, MiB\n")
         print("anuvad: VmHWM of a process that ran only that mode. torch: ru_maxrss of torch_ref's process; "
               "its 4 decode modes share one process (order naive b1, cached b1, naive b64, cached b64), so a "
@@ -181,6 +383,9 @@ def main():
                 print(f"| {c} | {m} | {fmt(rss_of(a))} | {fmt(rss_of(b))} | {ratio(rss_of(a), rss_of(b))} |")
         print()
 
+
+def print_extras(o, ox, t, ours, configs):
+    """The anuvad-only modes: beam_search, output-length and sentence-length scaling."""
     # ---- anuvad-only: greedy API and beam search
     extra_modes = ["greedy_api_b1", "greedy_api_b64", "beam4_cached_b1", "beam4_cached_b64"]
     if any(get(o, c, m) for c in configs for m in extra_modes):
@@ -234,6 +439,50 @@ def main():
                   f"| {stat(tr and tr['tgt_tokens_per_s'])} | {fmt(rss_of(tr))} "
                   f"| {stat(de and de['ms_per_sentence'])} | {stat(de and de['tokens_per_s'])} | {fmt(rss_of(de))} |")
         print()
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dirs", nargs="+")
+    args = ap.parse_args()
+    rows = [r for d in args.dirs for r in load_dir(d)]
+    if not rows:
+        print(f"no JSON lines under {' '.join(args.dirs)}", file=sys.stderr)
+        return 1
+    kernels = [r for r in rows if "side" in r]
+    ceil = [r for r in rows if r.get("impl") == "anuvad" and r.get("mode") in ("ceiling", "ceiling_fma")]
+    ort = [r for r in rows if str(r.get("engine", "")).startswith("onnxruntime")]
+    ours = [r for r in rows if r.get("impl") == "anuvad" and "mode" in r and r not in ceil]
+    torch = [r for r in rows if r.get("impl") != "anuvad" and "mode" in r and "engine" not in r]
+
+    # extras.jsonl (run_vs_torch.sh --extras) has its own decode_cached rows, measured next to the
+    # beam_search modes; the main tables prefer the main run's rows when both are present.
+    # vs_ort.jsonl (run_vs_ort.sh) has decode_cached rows alternated with ONNX Runtime's; they
+    # fill the main tables only when the main run has no such row.
+    main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
+    extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
+    vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
+    o = index(vs_ort + extra_rows + main_rows)  # later rows win
+    ox = index(main_rows + extra_rows)
+    t = index(torch)
+    configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
+
+    warnings = kernel_warnings(kernels, ours, torch)
+    for w in warnings:
+        print(f"> **WARNING**: {w}.\n")
+    print_setup(ours, torch)
+    print_load(args.dirs)
+    print_kernels(kernels, ours, torch, ort, ceil)
+    print_ceiling(ceil, configs)
+
+    print_speed_tables(o, t, configs)
+    print_useful(o, t, ceil, configs, ["train"] + DECODE_MODES)
+    print_rss(o, t, configs)
+    print_ort(ort, vs_ort, configs)
+    print_extras(o, ox, t, ours, configs)
+    sys.stdout.flush()
+    for w in warnings:
+        sys.stderr.write(f"WARNING: {w}\n")
     return 0
 
 
