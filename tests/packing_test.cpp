@@ -4,8 +4,6 @@
 // rows) against the padded layout in the attention kernel and in make_batch.
 #include <catch2/catch.hpp>
 
-#include <omp.h>
-
 #include <cmath>
 #include <limits>
 #include <random>
@@ -69,29 +67,6 @@ TEST_CASE("gemm reads and writes blocks of larger matrices, and checks shapes", 
   gemm(Mat(20, 0), false, Mat(0, 4), false, Scalar(1), Scalar(3), e);
   CHECK(e == Mat::Constant(20, 4, Scalar(3)));
   CHECK(!gemm_backend().empty());
-}
-
-TEST_CASE("A large product of few rows split by output columns equals the product on one thread", "[gemm]") {
-  const int threads_before = omp_get_max_threads();
-  for (const Index m : {Index(1), Index(5)}) {
-    const Mat a = random_mat(m, 512, 11), w = random_mat(1000, 512, 12);  // 512 Ki weights: split
-    Mat one(m, 1000), two(m, 1000), again(m, 1000);
-    omp_set_num_threads(1);
-    gemm(a, false, w, true, Scalar(1), Scalar(0), one);
-    omp_set_num_threads(2);
-    gemm(a, false, w, true, Scalar(1), Scalar(0), two);
-    gemm(a, false, w, true, Scalar(1), Scalar(0), again);
-    INFO("rows " << m);
-    CHECK(again == two);  // deterministic for a thread count
-    CHECK(rel_diff(two, one) < 1e-6);
-    CHECK(rel_diff(one, Mat(a * w.transpose())) < 1e-5);
-    // One row (a decoding step at batch 1) is Eigen's matrix-vector product, whose sum per
-    // output column does not depend on the block (blocks start at multiples of 64 columns):
-    // bit-identical to one thread. Several rows go through Eigen's GEMM, whose cache blocking
-    // depends on the block's width: equal up to rounding only.
-    if (m == 1) CHECK(two == one);
-  }
-  omp_set_num_threads(threads_before);
 }
 
 TEST_CASE("Packing lays sequences end to end and make_batch packs without padding", "[packing]") {

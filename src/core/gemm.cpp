@@ -2,9 +2,6 @@
 #include "anuvad/core/gemm.h"
 
 #include <cblas.h>
-#include <omp.h>
-
-#include <algorithm>
 
 #include "anuvad/core/error.h"
 
@@ -62,29 +59,10 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
                int(b.outerStride()), beta, c.data(), int(c.outerStride()));
     return;
   }
-  // Few rows: Eigen, its products read op(B) once. A large op(B) (a decoding step's weights)
-  // is split by output columns across the threads: each reads its share of the weights, so a
-  // memory-bound step gets the bandwidth of every core. Blocks start at multiples of 64
-  // columns, so each row of op(B) takes the same code path as in an unsplit product.
-  const int threads = (!omp_in_parallel() && double(n) * double(k) >= kGemmSplitMinElements)
-                          ? std::min(omp_get_max_threads(), int(n / 64) + 1)
-                          : 1;
-#pragma omp parallel num_threads(threads) if (threads > 1)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const auto start = [n, nt](int i) { return i == nt ? n : (n * i / nt) / 64 * 64; };
-    const Index j0 = start(t), nj = start(t + 1) - j0;
-    auto cj = c.middleCols(j0, nj);
-    if (!trans_a && trans_b) {
-      eigen_gemm(a, b.middleRows(j0, nj).transpose(), alpha, beta, cj);
-    } else if (!trans_a) {
-      eigen_gemm(a, b.middleCols(j0, nj), alpha, beta, cj);
-    } else if (!trans_b) {
-      eigen_gemm(a.transpose(), b.middleCols(j0, nj), alpha, beta, cj);
-    } else {
-      eigen_gemm(a.transpose(), b.middleRows(j0, nj).transpose(), alpha, beta, cj);
-    }
-  }
+  if (!trans_a && trans_b) return eigen_gemm(a, b.transpose(), alpha, beta, c);
+  if (!trans_a && !trans_b) return eigen_gemm(a, b, alpha, beta, c);
+  if (trans_a && !trans_b) return eigen_gemm(a.transpose(), b, alpha, beta, c);
+  eigen_gemm(a.transpose(), b.transpose(), alpha, beta, c);
 }
 
 std::string gemm_backend() {

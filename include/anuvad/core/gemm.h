@@ -7,13 +7,11 @@
 //     batched-decoding shapes, against 113-139 for Eigen 3.4's GEMM;
 //   - Eigen's own product below that (a decoding step of one sentence or a small beam): Eigen's
 //     GEMV reads the weights once at 20-40 GFLOP/s where OpenBLAS's GEMM at m = 1 reaches 2-7.
-//     Such a step is bound by memory bandwidth, so when op(B) holds at least
-//     kGemmSplitMinElements weights the threads each compute a block of output columns.
 // Threads: one OpenMP pool for the whole process. Called outside a parallel region, OpenBLAS
 // splits a product over omp_get_max_threads() threads of that pool (by blocks of rows and
-// columns, never of the inner dimension, so results are deterministic for a thread count), and
-// gemm splits a large Eigen product by output columns; called inside one of anuvad's parallel
-// regions (attention per sentence and head, decoding row blocks) both run on the calling thread.
+// columns, never of the inner dimension, so results are deterministic for a thread count);
+// called inside one of anuvad's parallel regions (attention per sentence and head, decoding row
+// blocks) it runs on the calling thread. Eigen's products are always single-threaded.
 #pragma once
 
 #include <string>
@@ -25,11 +23,6 @@ namespace anuvad {
 /// Output rows from which a product goes to OpenBLAS rather than Eigen (crossover measured at
 /// 12-16 rows for d_model 256-512 on Zen 4; below it Eigen's product is as fast or faster).
 inline constexpr Index kGemmBlasMinRows = 16;
-
-/// op(B) size (k·n elements) from which an Eigen product of few rows is split by output columns
-/// across the OpenMP threads (256 Ki floats = 1 MiB: the FFN and output projections of the small
-/// config, every projection of base); smaller ones stay on the calling thread.
-inline constexpr double kGemmSplitMinElements = 262144.0;
 
 /// C = α·op(A)·op(B) + β·C, where op(X) = Xᵀ when the matching `trans_*` is true.
 /// a: [m, k] (or [k, m] when trans_a), b: [k, n] (or [n, k] when trans_b), c: [m, n]; all
