@@ -78,3 +78,15 @@ add_test(NAME e2e.evaluate_canonically_equal_reference_is_exact_match
           ${PROJECT_SOURCE_DIR}/data/dev.tsv)
 set_tests_properties(e2e.evaluate_canonically_equal_reference_is_exact_match PROPERTIES
   FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
+# `cmake --install` into a temporary prefix, then --version, train (no corpus flags: the
+# installed corpus) and translate from another directory, and the man pages (with help2man).
+if(HELP2MAN)
+  set(ANUVAD_E2E_MAN_PAGES 1)
+else()
+  set(ANUVAD_E2E_MAN_PAGES 0)
+endif()
+add_test(NAME e2e.install_prefix_train_translate_man
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/install.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${ANUVAD_E2E_MAN_PAGES})
+set_tests_properties(e2e.install_prefix_train_translate_man PROPERTIES
+  FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|AddressSanitizer|runtime error:"
+  LABELS "e2e;cli" TIMEOUT 300)
