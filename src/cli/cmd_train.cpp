@@ -156,12 +156,15 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
           ->type_name("[DECAY]");
 }
 
-/// --dump-config, -q, --save-freq, --no-resume, --resume.
+/// --dump-config, -q, --log-json, --save-freq, --no-resume, --resume.
 void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
                 "applied) as JSON and exit without training");
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
+  sub->add_option("--log-json", opts->log_json,
+                  "Structured training log, one JSON object per event (docs/training-log.md); "
+                  "default: <stem>.log.jsonl next to the model");
   sub->add_option("--save-freq", opts->save_freq,
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
                   "(0 = only on SIGINT/SIGTERM/SIGHUP)")

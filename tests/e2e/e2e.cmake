@@ -90,3 +90,17 @@ add_test(NAME e2e.install_prefix_train_translate_man
 set_tests_properties(e2e.install_prefix_train_translate_man PROPERTIES
   FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|AddressSanitizer|runtime error:"
   LABELS "e2e;cli" TIMEOUT 300)
+
+# Debian's python3 (the README's test command installs python3-numpy for it), ahead of any other
+# python3 on the PATH (a pyenv shim, a virtualenv) that may lack numpy.
+find_program(ANUVAD_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(ANUVAD_PYTHON3 python3)
+if(NOT ANUVAD_PYTHON3)
+  set(ANUVAD_PYTHON3 python3)  # the tests below then fail naming it
+endif()
+# The structured training log (docs/training-log.md): fields, steps, validation bookkeeping,
+# --log-json, and one log across SIGINT and resume.
+add_test(NAME e2e.training_log_jsonl
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/training_log.py $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.training_log_jsonl PROPERTIES LABELS e2e TIMEOUT 120)
