@@ -104,3 +104,9 @@ add_test(NAME e2e.training_log_jsonl
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/training_log.py $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
 set_tests_properties(e2e.training_log_jsonl PROPERTIES LABELS e2e TIMEOUT 120)
+# docs/model-format.md "Running the model" re-implemented with numpy from the text alone
+# (tests/model_format/reimplement.py): `score` and greedy `translate` of two small models agree.
+add_test(NAME e2e.model_format_reimplementation
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/model_format/reimplement.py $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+set_tests_properties(e2e.model_format_reimplementation PROPERTIES LABELS e2e TIMEOUT 600)
