@@ -98,6 +98,12 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # anuvad_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${ANUVAD_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION text)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # Depends: from the shared libraries it links
+# With the single-threaded OpenBLAS that the binary's RUNPATH names (ANUVAD_OPENBLAS_DIR,
+# core/gemm.h): dpkg-shlibdeps only finds the metapackage libopenblas0, whose first alternative
+# is the pthread build, and the RUNPATH folder would then be missing on the target machine.
+if(DEFINED ANUVAD_OPENBLAS_DIR)
+  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0-serial")
+endif()
 # A package is installed on other machines: refuse to pack a binary built for this CPU only.
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/CPackAnuvad.cmake)
 if(ANUVAD_NATIVE)
