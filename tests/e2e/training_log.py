@@ -10,6 +10,8 @@
    with resumed_from_step), events that the checkpoint did not keep (as a SIGKILL leaves them:
    simulated by appending a later step and a half-written line) are dropped, and steps increase
    over the whole file.
+4. A diverging run (learning rate 1e30: the loss of step 2 overflows) ends its log with an
+   "error" event carrying the command's message.
 
 Usage: training_log.py ANUVAD CORPUS.tsv CONFIG.json
 """
@@ -170,4 +172,14 @@ with tempfile.TemporaryDirectory() as d:
     train_steps = [e["step"] for e in events if e["event"] == "train"]
     check(train_steps == list(range(1, k + 5)), f"steps over the whole file: {train_steps}")
     print(f"SIGINT at step {k}, resumed to step {k + 4}: one log, steps 1..{k + 4}, leftovers dropped")
+
+    # 4. Divergence: the error is the last event.
+    r = run(["--no-valid", "--after-epochs", "50", "--learning-rate", "1e30", "--save-freq", "0",
+             "-m", f"{d}/e.safetensors"])
+    check(r.returncode == 1, f"diverging run: exit {r.returncode}")
+    events = read_log(f"{d}/e.log.jsonl")
+    check(events[0]["event"] == "start" and events[-1]["event"] == "error", "diverging run: not start ... error")
+    check("step 2: training loss is NaN or Inf" in events[-1]["message"], f"error event: {events[-1]}")
+    check(events[-1]["message"] in r.stderr, "error event: not the message the command printed")
+    print("diverging run: the log ends with its error")
 print("training log OK")
