@@ -98,11 +98,19 @@ set(CPACK_DEBIAN_FILE_NAME DEB-DEFAULT)  # anuvad_VERSION_ARCH.deb
 set(CPACK_DEBIAN_PACKAGE_MAINTAINER "${ANUVAD_PACKAGE_MAINTAINER}")
 set(CPACK_DEBIAN_PACKAGE_SECTION text)
 set(CPACK_DEBIAN_PACKAGE_SHLIBDEPS ON)  # Depends: from the shared libraries it links
-# With the single-threaded OpenBLAS that the binary's RUNPATH names (ANUVAD_OPENBLAS_DIR,
-# core/gemm.h): dpkg-shlibdeps only finds the metapackage libopenblas0, whose first alternative
-# is the pthread build, and the RUNPATH folder would then be missing on the target machine.
+# The OpenBLAS build whose folder the binary's RUNPATH names (ANUVAD_OPENBLAS_DIR, core/gemm.h):
+# dpkg-shlibdeps only finds the metapackage libopenblas0, whose first alternative is the pthread
+# build, so the package that owns that folder's library (e.g. libopenblas0-openmp) is added.
 if(DEFINED ANUVAD_OPENBLAS_DIR)
-  set(CPACK_DEBIAN_PACKAGE_DEPENDS "libopenblas0-serial")
+  execute_process(COMMAND dpkg-query -S ${ANUVAD_OPENBLAS_DIR}/libopenblas.so.0
+                  OUTPUT_VARIABLE owner RESULT_VARIABLE status
+                  OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET)
+  if(status EQUAL 0)
+    string(REGEX REPLACE "^([^:]+):.*" "\\1" owner "${owner}")
+    set(CPACK_DEBIAN_PACKAGE_DEPENDS "${owner}")
+  else()
+    message(STATUS "No Debian package owns ${ANUVAD_OPENBLAS_DIR}/libopenblas.so.0: add it to the .deb's Depends by hand")
+  endif()
 endif()
 # A package is installed on other machines: refuse to pack a binary built for this CPU only.
 set(CPACK_PROJECT_CONFIG_FILE ${PROJECT_BINARY_DIR}/CPackAnuvad.cmake)
