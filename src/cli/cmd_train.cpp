@@ -11,6 +11,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/train/trainer.h"
+#include "build_info.h"
 #include "commands.h"
 
 namespace anuvad::cli {
@@ -29,6 +30,8 @@ struct TrainFlags {
   bool require_checkpoint = false;  ///< --resume: a checkpoint must exist
   std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
   CLI::Option* smoothing_opt = nullptr;
+  /// -t, --valid-sets, --no-valid: when none is given, the corpus may come from an install.
+  std::vector<CLI::Option*> corpus_opts;
   /// Flags of the options the preset sets: (option, train_option_fields key).
   std::vector<std::pair<CLI::Option*, std::string>> preset_governed;
   /// Model hyperparameter flags: (option, JSON key, value).
@@ -36,16 +39,20 @@ struct TrainFlags {
 };
 
 /// -m, -t, --valid-sets, --no-valid, -c, --seed, --cpu-threads, -e, --after-steps, --batch-tokens.
-void add_corpus_flags(CLI::App* sub, TrainOptions* opts) {
+void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("-m,--model", opts->model_path, "Model file to write")->capture_default_str();
-  sub->add_option("-t,--train-sets", opts->train_sets,
-                  "Training corpus: one TSV (english<TAB>hindi) or two line-aligned files (.en .hi)")
-      ->capture_default_str();
-  sub->add_option("--valid-sets", opts->valid_sets,
-                  "Validation corpus (TSV or .en .hi); the --valid-metrics are logged")
-      ->capture_default_str();
-  sub->add_flag_callback("--no-valid", [opts] { opts->valid_sets.clear(); },
-                         "Train without validation");
+  flags.corpus_opts.push_back(
+      sub->add_option("-t,--train-sets", opts->train_sets,
+                      "Training corpus: one TSV (english<TAB>hindi) or two line-aligned files "
+                      "(.en .hi); without it and without ./data/train.tsv, the installed corpus "
+                      "(PREFIX/share/anuvad/data/train.tsv and dev.tsv)")
+          ->capture_default_str());
+  flags.corpus_opts.push_back(
+      sub->add_option("--valid-sets", opts->valid_sets,
+                      "Validation corpus (TSV or .en .hi); the --valid-metrics are logged")
+          ->capture_default_str());
+  flags.corpus_opts.push_back(sub->add_flag_callback(
+      "--no-valid", [opts] { opts->valid_sets.clear(); }, "Train without validation"));
   sub->add_option("-c,--config", opts->config_path, "Model hyperparameters as JSON (see docs/)");
   sub->add_option("--seed", opts->seed, "Seed of every random choice")->capture_default_str();
   sub->add_option("--cpu-threads", opts->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
@@ -149,12 +156,15 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
           ->type_name("[DECAY]");
 }
 
-/// --dump-config, -q, --save-freq, --no-resume, --resume.
+/// --dump-config, -q, --log-json, --save-freq, --no-resume, --resume.
 void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
                 "applied) as JSON and exit without training");
   sub->add_flag("-q,--quiet", opts->quiet, "No live progress line");
+  sub->add_option("--log-json", opts->log_json,
+                  "Structured training log, one JSON object per event (docs/training-log.md); "
+                  "default: <stem>.log.jsonl next to the model");
   sub->add_option("--save-freq", opts->save_freq,
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
                   "(0 = only on SIGINT/SIGTERM/SIGHUP)")
@@ -169,10 +179,27 @@ void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
       ->excludes(no_resume);
 }
 
+/// Without corpus flags and without ./data/train.tsv (a run outside the source tree), points
+/// `opts` at the bundled corpus of an installed anuvad (train.tsv, validated on dev.tsv), when
+/// there is one, and says so.
+void use_installed_corpus(const TrainFlags& flags, TrainOptions& opts) {
+  for (const CLI::Option* o : flags.corpus_opts)
+    if (o->count() > 0) return;
+  const std::string local = opts.train_sets.at(0);  // data/train.tsv
+  if (std::filesystem::exists(local)) return;
+  const std::string dir = installed_corpus_dir();
+  if (dir.empty()) return;
+  opts.train_sets = {dir + "/train.tsv"};
+  opts.valid_sets = {dir + "/dev.tsv"};
+  spdlog::info("no {} here: training on the installed corpus {}/train.tsv (validation: dev.tsv)",
+               local, dir);
+}
+
 /// The subcommand's action: resolve the options, then print them (--dump-config) or train.
 void run_train(const TrainFlags& flags) {
   // The flags given explicitly: resolve_train_options applies them over the preset and -c FILE.
   TrainArgs args = flags.args;
+  use_installed_corpus(flags, args.options);
   for (const auto& [o, key] : flags.preset_governed)
     if (o->count() > 0) args.explicit_options.push_back(key);
   for (const auto& [o, key, value] : flags.model)
@@ -210,10 +237,10 @@ void setup_train(CLI::App& app) {
   TrainOptions* opts = &flags->args.options;
   CLI::App* sub = app.add_subcommand(
       "train", "Train SentencePiece vocabularies and a transformer on a parallel corpus "
-               "(defaults: data/train.tsv, validated on data/dev.tsv, saved to "
-               "models/default.safetensors)");
+               "(defaults: data/train.tsv, validated on data/dev.tsv, or the installed corpus "
+               "when ./data/train.tsv does not exist; saved to models/default.safetensors)");
   // Registered in this order, which is the order of `anuvad train --help`.
-  add_corpus_flags(sub, opts);
+  add_corpus_flags(sub, *flags, opts);
   add_optimizer_flags(sub, *flags, opts);
   add_validation_flags(sub, opts);
   add_recipe_flags(sub, *flags, opts);

@@ -7,6 +7,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/runtime.h"
+#include "build_info.h"
 #include "commands.h"
 
 int main(int argc, char** argv) {
@@ -19,7 +20,10 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
-  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average)"};
+  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average)",
+               "anuvad"};
+  app.set_version_flag("--version", std::function<std::string()>(anuvad::cli::version_text),
+                       "Print the version, git revision and build features and exit");
   app.require_subcommand(1);
   anuvad::cli::setup_train(app);
   anuvad::cli::setup_translate(app);

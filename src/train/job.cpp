@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 
+#include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/train/trainer.h"
+#include "anuvad/train/training_log.h"
 
 namespace anuvad {
 
@@ -132,6 +134,19 @@ void log_summary(const TrainOptions& opts, const TrainResult& r) {
   }
 }
 
+/// The "start" event of the structured training log of `job`.
+nlohmann::json run_start_event(const TrainOptions& opts, const JobModel& job, size_t n_train, size_t n_valid) {
+  RunDescription run;
+  run.opts = &opts;
+  run.model = job.cfg;
+  run.parameters = static_cast<int64_t>(job.model->params().num_elements());
+  run.threads = omp_get_max_threads();
+  run.train_examples = n_train;
+  run.valid_examples = n_valid;
+  run.resumed_from_step = job.resume ? job.resume->step : 0;
+  return start_event(run);
+}
+
 }  // namespace
 
 std::string best_model_path(const std::string& model_path, const std::string& metric) {
@@ -180,14 +195,26 @@ TrainResult train(const TrainOptions& opts) {
                opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 
+  // The structured log: appended to when resuming, so one file tells the whole run.
+  TrainingLog log(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
+                  job.resume ? job.resume->step : 0);
+  log.write(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
+  hooks.log = [&log](const nlohmann::json& event) { log.write(event); };
   hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
   hooks.valid_text = &valid_refs;
   hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };
   hooks.resume = job.resume ? &*job.resume : nullptr;
-  const TrainResult r = fit(*job.model, train_examples, valid_examples, opts, hooks);
+  TrainResult r;
+  try {
+    r = fit(*job.model, train_examples, valid_examples, opts, hooks);
+  } catch (const Error& e) {
+    log.write({{"event", "error"}, {"message", e.what()}});
+    throw;
+  }
+  log.write(end_event(r, r.interrupted ? ckpt : opts.model_path));
   if (r.interrupted) {
     spdlog::warn("interrupted after step {}: checkpoint saved to {}; run the same command again to continue",
                  r.steps, ckpt);

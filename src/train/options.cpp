@@ -106,6 +106,7 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::save_freq>("save_freq", kDumpConfig),
       field<&O::resume>("resume", kDumpConfig),
       field<&O::exponential_smoothing>("exponential_smoothing", kBoth),
+      field<&O::log_json>("log_json", 0),
   };
   return fields;
 }

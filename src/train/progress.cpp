@@ -60,6 +60,10 @@ void ProgressReporter::report(int epoch, int64_t step, double loss, double lr, i
     clear_line();
     spdlog::info("epoch {} | step {} | loss {:.4f} | lr {:.2e} | {:.0f} tgt tok/s | elapsed {} | ETA {}",
                  epoch, step, loss, lr, tps, format_hms(elapsed), format_hms(eta));
+    if (sink_)
+      sink_({{"event", "train"}, {"step", step}, {"epoch", epoch}, {"loss", loss},
+             {"learning_rate", lr}, {"tgt_tokens", tokens_total}, {"tgt_tokens_per_s", tps},
+             {"elapsed_s", elapsed}});
   }
 }
 

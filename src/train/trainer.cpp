@@ -12,6 +12,7 @@
 #include "anuvad/nn/loss.h"
 #include "anuvad/train/adam.h"
 #include "anuvad/train/progress.h"
+#include "anuvad/train/training_log.h"
 
 namespace anuvad {
 
@@ -156,6 +157,7 @@ class Run {
         ema_(model.params(), opts.exponential_smoothing, hooks.resume ? &hooks.resume->ema : nullptr),
         progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet,
                   hooks.resume ? hooks.resume->elapsed_seconds : 0) {
+    progress_.set_event_sink(hooks.log);
     const TrainState* r = hooks.resume;
     if (!r) return;
     check_state_matches(*r, model.params(), opts.exponential_smoothing > 0);
@@ -203,6 +205,7 @@ class Run {
       result_.best_valid = validation_.tracker().best();
       progress_.clear_line();
       spdlog::info("{}", validation_.summary(v));
+      if (hooks_.log) hooks_.log(validation_event(v, validation_.tracker(), progress_.elapsed_seconds()));
       result_.validations.push_back(v);
       if (hooks_.save && !v.improved.empty()) {
         check_finite_weights(model_.params(), step_);

@@ -78,3 +78,35 @@ add_test(NAME e2e.evaluate_canonically_equal_reference_is_exact_match
           ${PROJECT_SOURCE_DIR}/data/dev.tsv)
 set_tests_properties(e2e.evaluate_canonically_equal_reference_is_exact_match PROPERTIES
   FIXTURES_REQUIRED e2e_default_model LABELS e2e TIMEOUT 300)
+# `cmake --install` into a temporary prefix, then --version, train (no corpus flags: the
+# installed corpus) and translate from another directory, and the man pages (with help2man).
+if(HELP2MAN)
+  set(ANUVAD_E2E_MAN_PAGES 1)
+else()
+  set(ANUVAD_E2E_MAN_PAGES 0)
+endif()
+add_test(NAME e2e.install_prefix_train_translate_man
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/install.sh ${CMAKE_COMMAND} ${CMAKE_BINARY_DIR} ${ANUVAD_E2E_MAN_PAGES})
+set_tests_properties(e2e.install_prefix_train_translate_man PROPERTIES
+  FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|AddressSanitizer|runtime error:"
+  LABELS "e2e;cli" TIMEOUT 300)
+
+# Debian's python3 (the README's test command installs python3-numpy for it), ahead of any other
+# python3 on the PATH (a pyenv shim, a virtualenv) that may lack numpy.
+find_program(ANUVAD_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(ANUVAD_PYTHON3 python3)
+if(NOT ANUVAD_PYTHON3)
+  set(ANUVAD_PYTHON3 python3)  # the tests below then fail naming it
+endif()
+# The structured training log (docs/training-log.md): fields, steps, validation bookkeeping,
+# --log-json, and one log across SIGINT and resume.
+add_test(NAME e2e.training_log_jsonl
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/training_log.py $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(e2e.training_log_jsonl PROPERTIES LABELS e2e TIMEOUT 120)
+# docs/model-format.md "Running the model" re-implemented with numpy from the text alone
+# (tests/model_format/reimplement.py): `score` and greedy `translate` of two small models agree.
+add_test(NAME e2e.model_format_reimplementation
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/model_format/reimplement.py $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+set_tests_properties(e2e.model_format_reimplementation PROPERTIES LABELS e2e TIMEOUT 600)

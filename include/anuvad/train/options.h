@@ -59,6 +59,8 @@ struct TrainOptions {
   /// β = min(1 − d, (1 + t) / (10 + t)) at step t (Marian's warm-up, so that early steps do not
   /// dominate). Validation and the saved models use θ_ema; training continues on θ.
   double exponential_smoothing = 0;
+  /// The structured training log (docs/training-log.md); "" = <stem>.log.jsonl next to the model.
+  std::string log_json;
   /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
   std::function<void(int64_t step)> on_step;
 };

@@ -5,6 +5,8 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 
 namespace anuvad {
@@ -21,6 +23,10 @@ double eta_seconds(double elapsed, int64_t step, int64_t planned);
 /// negative or non-finite number of seconds.
 std::string format_hms(double seconds);
 
+/// Receives the events of the structured training log (docs/training-log.md), one JSON object
+/// each.
+using TrainingEventSink = std::function<void(const nlohmann::json& event)>;
+
 /// The progress display of fit(): owns the run's clock (resumed runs continue their elapsed
 /// time).
 class ProgressReporter {
@@ -35,7 +41,10 @@ class ProgressReporter {
   /// lr R | T tok/s | elapsed | ETA", and when step is a multiple of disp_freq the log line
   /// "epoch E | step S | loss L | lr R | T tgt tok/s | elapsed X | ETA Y". `loss` is nats per
   /// target token, `tokens_total` the target tokens of the run so far.
+  /// With an event sink (set_event_sink), each log line is also a "train" event.
   void report(int epoch, int64_t step, double loss, double lr, int64_t tokens_total) const;
+  /// Where the "train" events of the log lines go (none by default).
+  void set_event_sink(TrainingEventSink sink) { sink_ = std::move(sink); }
   /// Erases the live line (before another log line or at the end).
   void clear_line() const;
 
@@ -45,6 +54,7 @@ class ProgressReporter {
   int disp_freq_;
   bool live_;
   Clock::time_point t0_;
+  TrainingEventSink sink_;
 };
 
 }  // namespace anuvad

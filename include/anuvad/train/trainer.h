@@ -20,6 +20,7 @@
 #include "anuvad/train/batcher.h"
 #include "anuvad/train/checkpoint.h"
 #include "anuvad/train/options.h"
+#include "anuvad/train/progress.h"
 #include "anuvad/train/validator.h"
 
 namespace anuvad {
@@ -64,17 +65,22 @@ using SaveCallback = std::function<void(const std::string& which, const TrainRes
 using CheckpointCallback = std::function<void(const TrainState& state)>;
 
 /// What fit() needs besides the data and the options, all optional; brace-initialisable in
-/// field order ({save, &valid_text, checkpoint, &resume_state}).
+/// field order ({save, &valid_text, checkpoint, &resume_state, log}).
 struct FitHooks {
   FitHooks(SaveCallback save_ = {}, const ValidationText* valid_text_ = nullptr,
-           CheckpointCallback checkpoint_ = {}, const TrainState* resume_ = nullptr)
-      : save(std::move(save_)), valid_text(valid_text_), checkpoint(std::move(checkpoint_)), resume(resume_) {}
+           CheckpointCallback checkpoint_ = {}, const TrainState* resume_ = nullptr,
+           TrainingEventSink log_ = {})
+      : save(std::move(save_)), valid_text(valid_text_), checkpoint(std::move(checkpoint_)), resume(resume_),
+        log(std::move(log_)) {}
   SaveCallback save;                 ///< best and final models (none: nothing saved)
   const ValidationText* valid_text;  ///< needed for chrf/bleu and translation output
   /// Handed the state every opts.save_freq updates and when a stop is requested.
   CheckpointCallback checkpoint;
   /// A checkpoint's state to continue from (the model must hold the weights saved with it).
   const TrainState* resume;
+  /// The "train" (every opts.disp_freq updates) and "valid" events of the structured training
+  /// log (train/training_log.h).
+  TrainingEventSink log;
 };
 
 /// The training loop on already tokenised data (used by train() and by the tests): epochs of
