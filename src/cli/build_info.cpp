@@ -8,15 +8,15 @@
 #include <system_error>
 #include <vector>
 
+#include "anuvad/core/gemm.h"
 #include "anuvad_git_revision.h"  // ANUVAD_GIT_REVISION, regenerated at every build
 
 namespace anuvad::cli {
 
 namespace {
 
-/// The matrix-product backend.
-// LEAD (merge): return anuvad::gemm_backend() from "anuvad/core/gemm.h" here.
-std::string blas_backend() { return "Eigen"; }
+/// The matrix-product backend: the kernels core/gemm.h routes to (OpenBLAS core name included).
+std::string blas_backend() { return gemm_backend(); }
 
 /// The instruction-set extensions the compiler was told it may use, space-separated.
 std::string cpu_flags() {
