@@ -2,7 +2,6 @@
 #include "anuvad/nn/layers.h"
 
 #include <cmath>
-#include <utility>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
