@@ -23,16 +23,9 @@
 
 using namespace anuvad;
 using anuvad::test::random_mat;
+using anuvad::test::rel_diff;
 
 namespace {
-
-/// max |a − b| / max(max |b|, tiny).
-double rel_diff(const Mat& a, const Mat& b) {
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  const double scale = std::max(static_cast<double>(b.cwiseAbs().maxCoeff()), 1e-12);
-  return static_cast<double>((a - b).cwiseAbs().maxCoeff()) / scale;
-}
 
 ModelConfig small_config(const std::string& norm = "pre", bool tie = true) {
   return test::tiny_config({40, 50, 32, 4, 64, 2, 2, 64}, norm, tie);

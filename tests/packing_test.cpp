@@ -16,17 +16,7 @@
 
 using namespace anuvad;
 using anuvad::test::random_mat;
-
-namespace {
-
-double rel_diff(const Mat& a, const Mat& b) {
-  REQUIRE(a.rows() == b.rows());
-  REQUIRE(a.cols() == b.cols());
-  const double scale = std::max(static_cast<double>(b.cwiseAbs().maxCoeff()), 1e-12);
-  return static_cast<double>((a - b).cwiseAbs().maxCoeff()) / scale;
-}
-
-}  // namespace
+using anuvad::test::rel_diff;
 
 TEST_CASE("gemm equals Eigen's product for every transpose case, below and above the BLAS threshold", "[gemm]") {
   const Index k = 37, n = 29;

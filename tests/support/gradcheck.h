@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 #include <random>
 
 #include "anuvad/nn/param.h"
@@ -22,6 +23,14 @@ inline Mat random_mat(Index rows, Index cols, uint64_t seed, double scale = 1.0)
   Mat m(rows, cols);
   for (Index i = 0; i < m.size(); ++i) m.data()[i] = static_cast<Scalar>(d(rng));
   return m;
+}
+
+/// max |a − b| / max(max |b|, 1e-12): the relative deviation of a from the reference b. Both
+/// must have the same shape (REQUIREd by the callers' Catch2 checks on the result).
+inline double rel_diff(const Mat& a, const Mat& b) {
+  if (a.rows() != b.rows() || a.cols() != b.cols()) return std::numeric_limits<double>::infinity();
+  const double scale = std::max(static_cast<double>(b.cwiseAbs().maxCoeff()), 1e-12);
+  return static_cast<double>((a - b).cwiseAbs().maxCoeff()) / scale;
 }
 
 /// L = Σ R ⊙ y.
