@@ -2,6 +2,7 @@
 #include "anuvad/core/gemm.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include "anuvad/core/error.h"
 
@@ -25,6 +26,39 @@ namespace {
                 const double* a, int lda, const double* b, int ldb, double beta, double* c,
                 int ldc) {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+/// The OpenBLAS path. OpenBLAS's own threading synchronises its threads inside every product
+/// (they share packed panels and spin-wait for each other), which made training 4x slower when
+/// another process shared the cores; so OpenBLAS always runs single-threaded here: inside a
+/// parallel region it is anyway, and outside one the rows of C are split across the OpenMP
+/// threads (one fork/join per product, no waiting inside it) when the product is large enough,
+/// or the calling thread's OpenMP thread count is set to 1 for the call.
+void blas_rows(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+               bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c, Index m, Index n,
+               Index k) {
+  const auto call = [&](Index r0, Index rows) {
+    const Scalar* a0 = trans_a ? a.data() + r0 : a.data() + r0 * a.outerStride();
+    cblas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
+               int(rows), int(n), int(k), alpha, a0, int(a.outerStride()), b.data(),
+               int(b.outerStride()), beta, c.data() + r0 * c.outerStride(), int(c.outerStride()));
+  };
+  if (omp_in_parallel()) return call(0, m);
+  const int threads = omp_get_max_threads();
+  const bool split = threads > 1 && m >= 2 * kGemmBlasMinRows &&
+                     double(m) * double(n) * double(k) >= kGemmSplitMinMultiplyAdds;
+  if (!split) {
+    omp_set_num_threads(1);  // this thread's setting only; OpenBLAS follows it
+    call(0, m);
+    omp_set_num_threads(threads);
+    return;
+  }
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const Index r0 = m * t / nt, r1 = m * (t + 1) / nt;
+    if (r1 > r0) call(r0, r1 - r0);
+  }
 }
 
 /// The same product with Eigen (small m); A and B are views, never copied.
@@ -54,9 +88,7 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
     return;
   }
   if (m >= kGemmBlasMinRows) {
-    cblas_gemm(trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans, int(m),
-               int(n), int(k), alpha, a.data(), int(a.outerStride()), b.data(),
-               int(b.outerStride()), beta, c.data(), int(c.outerStride()));
+    blas_rows(a, trans_a, b, trans_b, alpha, beta, c, m, n, k);
     return;
   }
   if (!trans_a && trans_b) return eigen_gemm(a, b.transpose(), alpha, beta, c);
