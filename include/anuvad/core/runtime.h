@@ -14,8 +14,8 @@ namespace anuvad {
 void configure_allocator();
 
 /// Uses `threads` OpenMP threads (0 = leave OpenMP's default, one per core) for the whole process:
-/// OpenBLAS's OpenMP build follows omp_get_max_threads() for the large products (core/gemm.h),
-/// anuvad's own loops (attention per sentence and head, decoding row blocks) use the same pool,
+/// the large products split their rows over it, one single-threaded OpenBLAS call per thread
+/// (core/gemm.h), anuvad's own loops (attention per sentence and head, decoding row blocks) use the same pool,
 /// and Eigen's internal GEMM threading is switched off (its products here are the small ones).
 /// Never throws.
 void configure_threads(int threads);

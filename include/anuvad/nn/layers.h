@@ -31,7 +31,7 @@ struct DropoutContext {
 void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
 /// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out], through
-/// core/gemm.h (OpenBLAS, threaded, for N >= 16 rows; Eigen below). Throws ShapeError on a
+/// core/gemm.h (OpenBLAS for N >= 16 rows, rows split across the threads; Eigen below). Throws ShapeError on a
 /// mismatch.
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
 /// Backward of y = x·Wᵀ + b: dw [out, in] += dyᵀ·x, db [1, out] += Σ_rows dy, and dx [N, in]
