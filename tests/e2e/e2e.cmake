@@ -1,3 +1,11 @@
+# Debian's python3 (the README's test command installs python3-numpy and python3-sentencepiece
+# for it), ahead of any other python3 on the PATH (a pyenv shim, a virtualenv) that may lack them.
+find_program(ANUVAD_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
+find_program(ANUVAD_PYTHON3 python3)
+if(NOT ANUVAD_PYTHON3)
+  set(ANUVAD_PYTHON3 python3)  # the tests below then fail naming it
+endif()
+
 # End to end on the bundled corpus: the README's main job (train the default model on data/,
 # about a minute on 2 cores), then checks of what it must reach. --no-resume: a checkpoint left
 # by an earlier, killed run of this test must not turn it into a resumed run.
@@ -14,7 +22,7 @@ add_test(NAME e2e.how_are_you_prints_devanagari
   COMMAND $<TARGET_FILE:anuvad> translate -m ${ANUVAD_E2E_MODEL} "How are you?")
 set_tests_properties(e2e.how_are_you_prints_devanagari PROPERTIES PASS_REGULAR_EXPRESSION "[ऀ-ॿ]")
 add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-4)
 add_test(NAME e2e.batched_translation_equals_line_by_line
   COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
@@ -92,13 +100,6 @@ set_tests_properties(e2e.install_prefix_train_translate_man PROPERTIES
   FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|AddressSanitizer|runtime error:"
   LABELS "e2e;cli" TIMEOUT 300)
 
-# Debian's python3 (the README's test command installs python3-numpy for it), ahead of any other
-# python3 on the PATH (a pyenv shim, a virtualenv) that may lack numpy.
-find_program(ANUVAD_PYTHON3 python3 PATHS /usr/bin NO_DEFAULT_PATH)
-find_program(ANUVAD_PYTHON3 python3)
-if(NOT ANUVAD_PYTHON3)
-  set(ANUVAD_PYTHON3 python3)  # the tests below then fail naming it
-endif()
 # The structured training log (docs/training-log.md): fields, steps, validation bookkeeping,
 # --log-json, and one log across SIGINT and resume.
 add_test(NAME e2e.training_log_jsonl
