@@ -228,3 +228,22 @@ set_tests_properties(cli.average PROPERTIES
   FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
   LABELS cli
   TIMEOUT 60)
+
+# --- Presets that stop by themselves, and the model left at -m ---------------------------------
+
+# --preset small carries its stopping rule (--dump-config shows it); without a validation set its
+# early stopping cannot act, and the run is refused before training.
+anuvad_cli_test(train_small_preset_stopping_rule
+  "\"early_stopping\": 8,.*\"final_model\": \"best\",.*\"valid_freq\": 300,.*\"valid_metrics\": \\[[^]]*\"chrf\".*anuvad exit status 0 end"
+  train --preset small --dump-config)
+anuvad_cli_test(train_small_preset_needs_validation
+  "--early-stopping 8 \\(preset small\\) needs a validation set.*anuvad exit status [1-9][0-9]* end"
+  train --preset small --train-sets ${ANUVAD_CLI_DATA}/tiny.tsv --no-valid -m ${CMAKE_BINARY_DIR}/cli_never_written.safetensors)
+add_test(NAME cli.train_final_model
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/final_model.sh $<TARGET_FILE:anuvad>
+          ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json)
+set_tests_properties(cli.train_final_model PROPERTIES
+  PASS_REGULAR_EXPRESSION "interrupted run: model at -m loads"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 120)

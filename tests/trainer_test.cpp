@@ -68,6 +68,23 @@ TEST_CASE("Options resolve as preset, then -c FILE, then explicit flags", "[trai
   CHECK(o.model.dropout == 0.3);  // the small preset's
   CHECK(o.model.attention_dropout == 0.1);
   CHECK(o.model.d_model == 128);
+  // The small preset's stopping rule, with one of its fields given explicitly.
+  CHECK(o.valid_metrics == std::vector<std::string>{"chrf", "cross-entropy", "bleu"});
+  CHECK(o.valid_freq == 300);
+  CHECK(o.early_stopping == 8);
+  CHECK(o.after_epochs == 2000);
+  CHECK(o.final_model == "best");
+  args.options.early_stopping = 3;
+  args.explicit_options.push_back("early_stopping");
+  CHECK(resolve_train_options(args).early_stopping == 3);
+  args.preset = "tiny";  // tiny's stopping rule: the TrainOptions defaults
+  o = resolve_train_options(args);
+  CHECK(o.valid_metrics == std::vector<std::string>{"cross-entropy"});
+  CHECK(o.after_epochs == 60);
+  CHECK(o.final_model == "last");
+  CHECK(o.early_stopping == 3);
+  args.preset = "small";
+  args.explicit_options = {"warmup_steps"};
 
   ScratchFile cfg("config.json");
   std::ofstream(cfg.path) << R"({"d_model": 64, "n_heads": 2, "dropout": 0.2})";
@@ -121,8 +138,8 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
         std::vector<std::string>{"train_sets", "valid_sets", "model_path", "config_path", "seed",
                                  "cpu_threads", "after_epochs", "after_steps", "batch_tokens",
                                  "learning_rate", "warmup_steps", "label_smoothing", "clip_norm",
-                                 "valid_freq", "valid_metrics", "early_stopping", "valid_mini_batch",
-                                 "src_vocab_size", "tgt_vocab_size", "save_freq", "resume",
+                                 "valid_freq", "valid_metrics", "early_stopping", "final_model",
+                                 "valid_mini_batch", "src_vocab_size", "tgt_vocab_size", "save_freq", "resume",
                                  "exponential_smoothing"});
   CHECK(keys_with(kFingerprint) ==
         std::vector<std::string>{"train_sets", "valid_sets", "preset", "seed", "batch_tokens",

@@ -56,8 +56,11 @@ void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("-c,--config", opts->config_path, "Model hyperparameters as JSON (see docs/)");
   sub->add_option("--seed", opts->seed, "Seed of every random choice")->capture_default_str();
   sub->add_option("--cpu-threads", opts->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
-  sub->add_option("-e,--after-epochs", opts->after_epochs, "Stop after this many epochs (0 = no limit)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+  flags.preset_governed.emplace_back(
+      sub->add_option("-e,--after-epochs", opts->after_epochs,
+                      "Stop after this many epochs (0 = no limit; default: the preset's)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber),
+      "after_epochs");
   sub->add_option("--after-steps", opts->after_steps, "Stop after this many updates (0 = no limit)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--mini-batch-words,--batch-tokens", opts->batch_tokens,
@@ -83,21 +86,35 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
       ->capture_default_str()->check(CLI::NonNegativeNumber);
 }
 
-/// --valid-freq, --valid-metrics, --early-stopping, --valid-translation-output,
-/// --valid-mini-batch, --disp-freq.
-void add_validation_flags(CLI::App* sub, TrainOptions* opts) {
-  sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
-  sub->add_option("--valid-metrics", opts->valid_metrics,
-                  "Validation metrics: cross-entropy, perplexity, chrf (chrF2 of greedy "
-                  "translations), bleu (BLEU, 13a+danda); the first decides early stopping; the "
-                  "best model of each is kept as <stem>.best-<metric>.safetensors")
-      ->capture_default_str()
-      ->check(CLI::IsMember(valid_metric_names()));
-  sub->add_option("--early-stopping", opts->early_stopping,
-                  "Stop after N validations in a row without a better first --valid-metrics value "
-                  "(0 = never)")
-      ->capture_default_str()->check(CLI::NonNegativeNumber);
+/// --valid-freq, --valid-metrics, --early-stopping, --final-model (the preset's unless given),
+/// --valid-translation-output, --valid-mini-batch, --disp-freq.
+void add_validation_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
+  flags.preset_governed.emplace_back(
+      sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates (default: the preset's)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber),
+      "valid_freq");
+  flags.preset_governed.emplace_back(
+      sub->add_option("--valid-metrics", opts->valid_metrics,
+                      "Validation metrics: cross-entropy, perplexity, chrf (chrF2 of greedy "
+                      "translations), bleu (BLEU, 13a+danda); the first decides early stopping and "
+                      "--final-model best; the best model of each is kept as "
+                      "<stem>.best-<metric>.safetensors (default: the preset's)")
+          ->capture_default_str()
+          ->check(CLI::IsMember(valid_metric_names())),
+      "valid_metrics");
+  flags.preset_governed.emplace_back(
+      sub->add_option("--early-stopping", opts->early_stopping,
+                      "Stop after N validations in a row without a better first --valid-metrics "
+                      "value (0 = never; default: the preset's)")
+          ->capture_default_str()->check(CLI::NonNegativeNumber),
+      "early_stopping");
+  flags.preset_governed.emplace_back(
+      sub->add_option("--final-model", opts->final_model,
+                      "What -m holds when training ends or is interrupted: last (the last "
+                      "weights) or best (the best model of the first --valid-metrics; the last "
+                      "weights until the first validation) (default: the preset's)")
+          ->capture_default_str()->check(CLI::IsMember({"last", "best"})),
+      "final_model");
   sub->add_option("--valid-translation-output", opts->valid_translation_output,
                   "Write the greedy translations of the validation sources here at each "
                   "validation (the file holds the last one)");
@@ -122,10 +139,12 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
           ->capture_default_str()->check(CLI::Range(8, 1000000)),
       "tgt_vocab_size");
   sub->add_option("--preset", flags.args.preset,
-                  "Recipe for the model and optimizer defaults: tiny (d_model 128, 2+2 layers, "
-                  "dropout 0.1, lr 1e-3, warm-up 400; the bundled corpus) or small (the same "
-                  "network with dropout 0.3 and attention/FFN dropout 0.1; a few thousand pairs "
-                  "such as Tatoeba). -c FILE and explicit flags override it")
+                  "Recipe for the model, optimizer and stopping defaults: tiny (d_model 128, 2+2 "
+                  "layers, dropout 0.1, lr 1e-3, warm-up 400; 60 epochs, the last weights at -m; "
+                  "the bundled corpus) or small (the same network with dropout 0.3 and "
+                  "attention/FFN dropout 0.1; chrf validation every 300 updates, early stopping "
+                  "8, at most 2000 epochs, the best-chrF weights at -m; a few thousand pairs such "
+                  "as Tatoeba: needs --valid-sets). -c FILE and explicit flags override it")
       ->capture_default_str()
       ->check(CLI::IsMember(preset_names()));
   // Model hyperparameters (Marian names); they override the preset and -c FILE.
@@ -242,7 +261,7 @@ void setup_train(CLI::App& app) {
   // Registered in this order, which is the order of `anuvad train --help`.
   add_corpus_flags(sub, *flags, opts);
   add_optimizer_flags(sub, *flags, opts);
-  add_validation_flags(sub, opts);
+  add_validation_flags(sub, *flags, opts);
   add_recipe_flags(sub, *flags, opts);
   add_run_flags(sub, *flags, opts);
   sub->callback([flags] { run_train(*flags); });

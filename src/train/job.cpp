@@ -13,6 +13,7 @@
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/io/model_file.h"
+#include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/train/training_log.h"
@@ -88,8 +89,9 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
 }
 
 /// Writes the model fit() asks for ("final" → opts.model_path, "best-<metric>" →
-/// best_model_path) with the run's metadata: seed, epochs, train_sets, valid_metrics and the
-/// best_valid_* figures.
+/// best_model_path) with the run's metadata: seed, epochs, train_sets, valid_metrics, the
+/// best_valid_* figures and final_model. "final" with opts.final_model "best" copies the best
+/// model of the first validation metric instead, once there is one.
 void save_trained_model(const TrainOptions& opts, const JobModel& job, const std::string& which,
                         const TrainResult& r) {
   std::map<std::string, std::string> meta = {
@@ -109,6 +111,18 @@ void save_trained_model(const TrainOptions& opts, const JobModel& job, const std
   }
   const bool best = which.rfind("best-", 0) == 0;
   const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
+  if (which == "final" && opts.final_model == "best" && !opts.valid_metrics.empty() &&
+      r.best_valid.count(opts.valid_metrics.front()) > 0) {
+    // --final-model best: the best model of the first metric, as written at its validation.
+    const std::string from = best_model_path(opts.model_path, opts.valid_metrics.front());
+    SafetensorsFile file = read_safetensors(from);
+    file.metadata["final_model"] = "best-" + opts.valid_metrics.front();
+    write_safetensors(path, file);
+    spdlog::info("saved model to {} (the best dev {} of the run, a copy of {})", path,
+                 opts.valid_metrics.front(), from);
+    return;
+  }
+  meta["final_model"] = "last";
   save_model(path, *job.model, *job.src_tok, *job.tgt_tok, meta);
   if (which == "final") spdlog::info("saved model to {}", path);
 }
@@ -157,6 +171,10 @@ std::string best_model_path(const std::string& model_path, const std::string& me
 
 TrainResult train(const TrainOptions& opts) {
   configure_threads(opts.cpu_threads);
+  if (opts.valid_sets.empty() && opts.early_stopping > 0)
+    throw ConfigError("--early-stopping " + std::to_string(opts.early_stopping) +
+                      " (preset " + opts.preset + ") needs a validation set: give --valid-sets, or "
+                      "--early-stopping 0 and a limit (-e, --after-steps)");
   const CorpusText corpus = read_corpora(opts);
   // Check the output location before spending minutes on training.
   const std::filesystem::path model_dir = std::filesystem::path(opts.model_path).parent_path();
@@ -214,10 +232,10 @@ TrainResult train(const TrainOptions& opts) {
     log.write({{"event", "error"}, {"message", e.what()}});
     throw;
   }
-  log.write(end_event(r, r.interrupted ? ckpt : opts.model_path));
+  log.write(end_event(r, opts.model_path, ckpt));
   if (r.interrupted) {
-    spdlog::warn("interrupted after step {}: checkpoint saved to {}; run the same command again to continue",
-                 r.steps, ckpt);
+    spdlog::warn("interrupted after step {}: model saved to {}, checkpoint to {}; run the same command "
+                 "again to continue", r.steps, opts.model_path, ckpt);
     return r;
   }
   std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint

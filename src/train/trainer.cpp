@@ -226,12 +226,15 @@ class Run {
     return interrupt;
   }
 
-  /// The result of a run stopped by request_stop() in epoch `epoch`.
+  /// The result of a run stopped by request_stop() in epoch `epoch`; the model at -m is
+  /// written as at the end of a run (opts.final_model), so an interrupted run leaves a usable
+  /// model besides its checkpoint.
   TrainResult interrupted(int epoch) {
     progress_.clear_line();
     result_.interrupted = true;
     result_.epochs = epoch;
     set_totals();
+    save_final();
     return result_;
   }
 
@@ -242,15 +245,20 @@ class Run {
     if (opts_.valid_freq <= 0 || step_ % opts_.valid_freq != 0) validate();  // (never after an early stop)
     set_totals();
     result_.last_train_loss = result_.epoch_losses.empty() ? 0 : result_.epoch_losses.back();
-    if (hooks_.save)
-      ema_.with_average(model_.params(), [&] {
-        check_finite_weights(model_.params(), step_);
-        hooks_.save("final", result_);
-      });
+    save_final();
     return result_;
   }
 
  private:
+  /// hooks.save("final") with the averaged weights.
+  void save_final() {
+    if (!hooks_.save) return;
+    ema_.with_average(model_.params(), [&] {
+      check_finite_weights(model_.params(), step_);
+      hooks_.save("final", result_);
+    });
+  }
+
   TrainState snapshot(const Epoch& epoch) {
     TrainState st;
     st.step = step_;

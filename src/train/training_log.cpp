@@ -94,7 +94,7 @@ nlohmann::json validation_event(const ValidationResult& v, const ValidationTrack
           {"early_stopping", tracker.early_stopping()}};
 }
 
-nlohmann::json end_event(const TrainResult& r, const std::string& saved) {
+nlohmann::json end_event(const TrainResult& r, const std::string& model, const std::string& checkpoint) {
   return {{"event", "end"},
           {"steps", r.steps},
           {"epochs", r.epochs},
@@ -105,7 +105,8 @@ nlohmann::json end_event(const TrainResult& r, const std::string& saved) {
           {"best", r.best_valid},
           {"early_stopped", r.early_stopped},
           {"interrupted", r.interrupted},
-          {"model", saved}};
+          {"model", model},
+          {"checkpoint", r.interrupted ? nlohmann::json(checkpoint) : nlohmann::json()}};
 }
 
 }  // namespace anuvad

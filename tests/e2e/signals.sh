@@ -50,6 +50,9 @@ ckpt=$dir/b.checkpoint.safetensors
 step=$(grep -o 'interrupted after step [0-9]*' "$dir/b1.log" | grep -o '[0-9]*$')
 [ -n "$step" ] || fail "no interruption message" "$dir/b1.log"
 cp "$ckpt" "$dir/saved.checkpoint"
+[ -s "$dir/b.safetensors" ] || fail "SIGHUP: no usable model at -m"
+"$anuvad" translate -m "$dir/b.safetensors" "Hello." > /dev/null || fail "SIGHUP: the model at -m does not load"
+cp "$dir/b.safetensors" "$dir/saved.model"
 
 # 3. One corpus line changed: refused, checkpoint intact.
 cp "$corpus" "$dir/corpus.orig"
@@ -61,7 +64,7 @@ code=$?
 [ "$(grep -c "corpus.tsv: changed since the checkpoint .*--no-resume" "$dir/b2.log")" -eq 1 ] ||
   fail "changed corpus: no one-line message naming the file and --no-resume" "$dir/b2.log"
 cmp -s "$ckpt" "$dir/saved.checkpoint" || fail "changed corpus: the checkpoint was modified"
-[ ! -e "$dir/b.safetensors" ] || fail "changed corpus: a model was written"
+cmp -s "$dir/b.safetensors" "$dir/saved.model" || fail "changed corpus: the model was modified"
 echo "changed corpus: $(grep -o 'corpus.tsv: changed.*' "$dir/b2.log")"
 cp "$dir/corpus.orig" "$corpus"
 

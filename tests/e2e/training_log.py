@@ -107,6 +107,8 @@ def check_run(events, metrics, where, first_step=1):
     check_fields(end, {"steps": int, "epochs": int, "elapsed_s": NUMBER, "tgt_tokens_per_s": NUMBER,
                        "last_train_loss": NUMBER, "epoch_losses": list, "best": dict,
                        "early_stopped": bool, "interrupted": bool, "model": str}, where)
+    check(end["checkpoint"] is None if not end["interrupted"] else isinstance(end["checkpoint"], str),
+          f"{where}: end checkpoint {end.get('checkpoint')!r}")
     check(steps == list(range(first_step, first_step + len(steps))), f"{where}: train steps {steps}")
     check(end["steps"] == steps[-1], f"{where}: end steps {end['steps']}, last train step {steps[-1]}")
     check(end["best"] == best, f"{where}: end best {end['best']}, expected {best}")
@@ -156,7 +158,9 @@ with tempfile.TemporaryDirectory() as d:
     check(p.returncode == 130, f"SIGINT: exit {p.returncode}: {err}")
     first = read_log(log)
     check(first[-1]["event"] == "end" and first[-1]["interrupted"], "SIGINT: no interrupted end event")
-    check(first[-1]["model"] == f"{d}/c.checkpoint.safetensors", "SIGINT: end names the checkpoint")
+    check(first[-1]["checkpoint"] == f"{d}/c.checkpoint.safetensors", "SIGINT: end names the checkpoint")
+    check(first[-1]["model"] == f"{d}/c.safetensors" and os.path.getsize(first[-1]["model"]) > 0,
+          "SIGINT: end names the model written at -m")
     k = first[-1]["steps"]
     check_run(first, [], "c.log.jsonl before resume")
     with open(log, "a", encoding="utf-8") as f:  # what a SIGKILL after step k could leave behind

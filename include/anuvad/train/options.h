@@ -43,6 +43,11 @@ struct TrainOptions {
   /// <stem>.best-<metric>.safetensors.
   std::vector<std::string> valid_metrics{"cross-entropy"};
   int early_stopping = 0;       ///< stop after N validations without improvement of the first metric (0 = never)
+  /// The weights written to model_path when training ends or is interrupted: "last" (the
+  /// weights of the last update, averaged when exponential_smoothing is on) or "best" (a copy
+  /// of <stem>.best-<first valid metric>.safetensors; the last weights while no validation
+  /// has been made, or without validation).
+  std::string final_model = "last";
   std::string valid_translation_output;  ///< file for the greedy translations of the last validation
   int valid_mini_batch = 32;    ///< sentences per beam_search call when translating the validation set
   int disp_freq = 100;          ///< log a line every this many updates
@@ -92,10 +97,14 @@ const TrainOptionField& train_option_field(const std::string& key);
 const std::vector<std::string>& preset_names();
 
 /// Sets opts.preset and the recipe's fields: opts.model (depth, width, dropouts), learning
-/// rate, warm-up, label smoothing and vocabulary sizes. "tiny" = the built-in defaults
-/// (d_model 128, 2+2 layers, dropout 0.1, 1000/1000 pieces, lr 1e-3, warm-up 400); "small" = a
-/// recipe for a few thousand pairs (the same network with dropout 0.3 and attention/FFN dropout
-/// 0.1). Throws ConfigError for another name.
+/// rate, warm-up, label smoothing, vocabulary sizes and the stopping rule (after_epochs,
+/// valid_freq, valid_metrics, early_stopping, final_model). "tiny" = the built-in defaults
+/// (d_model 128, 2+2 layers, dropout 0.1, 1000/1000 pieces, lr 1e-3, warm-up 400; 60 epochs,
+/// cross-entropy every 500 updates, the last weights); "small" = a recipe for a few thousand
+/// pairs that finishes by itself (the same network with dropout 0.3 and attention/FFN dropout
+/// 0.1; chrF validation every 300 updates, early stopping after 8 validations without a better
+/// chrF, an epoch cap of 2000, the best-chrF weights at model_path). Throws ConfigError for
+/// another name.
 void apply_preset(const std::string& name, TrainOptions& opts);
 
 /// `anuvad train`'s command line before resolution (filled by src/cli/cmd_train.cpp).

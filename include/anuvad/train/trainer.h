@@ -91,7 +91,8 @@ struct FitHooks {
 /// DataError without training examples, ConfigError when a validation metric is unknown or
 /// chrf/bleu (or a translation output) are asked for without hooks.valid_text.
 /// A requested stop (request_stop) hands the state to hooks.checkpoint and returns with
-/// result.interrupted set, skipping the final validation and save. With hooks.resume the
+/// result.interrupted set, skipping the final validation but not the final save (hooks.save
+/// "final", so -m holds a usable model, see TrainOptions::final_model). With hooks.resume the
 /// remaining updates are bit-identical to those of an uninterrupted run with the same options
 /// and thread count; when hooks.resume is already at or past opts.after_steps (or past
 /// opts.after_epochs) no update is made: the final validation and save follow at once.

@@ -60,8 +60,9 @@ nlohmann::json validation_event(const ValidationResult& v, const ValidationTrack
                                 double elapsed_s);
 
 /// {"event": "end", "steps", "epochs", "elapsed_s", "tgt_tokens_per_s", "last_train_loss",
-/// "epoch_losses", "best", "early_stopped", "interrupted", "model"}; `saved` is the file
-/// written (the model, or the checkpoint of an interrupted run).
-nlohmann::json end_event(const TrainResult& r, const std::string& saved);
+/// "epoch_losses", "best", "early_stopped", "interrupted", "model", "checkpoint"}: `model` is
+/// the model file written (an interrupted run writes it too), "checkpoint" the `checkpoint`
+/// path for an interrupted run and null otherwise.
+nlohmann::json end_event(const TrainResult& r, const std::string& model, const std::string& checkpoint);
 
 }  // namespace anuvad
