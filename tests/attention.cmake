@@ -2,17 +2,23 @@
 #   attention_test    Catch2: the JSON document (shapes, row sums, causality, hostile text), its
 #                     validation against docs/attention-schema.json with valijson
 #                     (Debian: libvalijson-dev), read errors, atomic writes
+#   beam_trace_test   Catch2: the beam trace (translate --beam-trace) changes no result, agrees
+#                     with the n-best list and the word scores, validates against
+#                     docs/beam-trace-schema.json
 #   attention.page    the page in headless Chromium (tests/browser/attention_page_test.sh): no
 #                     script errors, T×S heatmap cells, layers × heads panels, a scripted
 #                     click-through; screenshots in ${CMAKE_BINARY_DIR}/attention_page/.
 #                     SKIPPED (exit 77) when /usr/bin/chromium is absent (Debian: chromium).
-#   attention.js_syntax  `node --check` on the page's script (src/inspect/page/attention.js), so a
+#   attention.js_syntax  `node --check` on the page's scripts (src/inspect/page/{attention,decoding}.js), so a
 #                     syntax error fails without a browser; SKIPPED (exit 77) without node (Debian: nodejs).
 anuvad_add_test(attention_test anuvad_core attention_test.cpp)
+anuvad_add_test(beam_trace_test anuvad_core beam_trace_test.cpp)
 find_package(valijson QUIET)
 if(valijson_FOUND)
-  target_link_libraries(attention_test PRIVATE valijson)
-  target_compile_definitions(attention_test PRIVATE ANUVAD_HAVE_VALIJSON)
+  foreach(t attention_test beam_trace_test)
+    target_link_libraries(${t} PRIVATE valijson)
+    target_compile_definitions(${t} PRIVATE ANUVAD_HAVE_VALIJSON)
+  endforeach()
 else()
   message(WARNING "valijson not found (Debian: libvalijson-dev): the attention schema test will fail")
 endif()
@@ -33,7 +39,8 @@ set_tests_properties(attention.page PROPERTIES
 
 find_program(ANUVAD_NODE node)
 if(ANUVAD_NODE)
-  add_test(NAME attention.js_syntax COMMAND ${ANUVAD_NODE} --check ${PROJECT_SOURCE_DIR}/src/inspect/page/attention.js)
+  add_test(NAME attention.js_syntax COMMAND sh -c [=["$0" --check "$1" && "$0" --check "$2"]=] ${ANUVAD_NODE}
+           ${PROJECT_SOURCE_DIR}/src/inspect/page/attention.js ${PROJECT_SOURCE_DIR}/src/inspect/page/decoding.js)
 else()
   add_test(NAME attention.js_syntax COMMAND sh -c "echo 'node not found (Debian: nodejs)'; exit 77")
 endif()
