@@ -7,7 +7,9 @@
 #                     docs/beam-trace-schema.json
 #   attention.page    the page in headless Chromium (tests/browser/attention_page_test.sh): no
 #                     script errors, T×S heatmap cells, layers × heads panels, a scripted
-#                     click-through; screenshots in ${CMAKE_BINARY_DIR}/attention_page/.
+#                     click-through; the decoding view (greedy and beam 4) on translations of
+#                     the model attention.decoding_model trains; screenshots in
+#                     ${CMAKE_BINARY_DIR}/attention_page/.
 #                     SKIPPED (exit 77) when /usr/bin/chromium is absent (Debian: chromium).
 #   attention.js_syntax  `node --check` on the page's scripts (src/inspect/page/{attention,decoding}.js), so a
 #                     syntax error fails without a browser; SKIPPED (exit 77) without node (Debian: nodejs).
@@ -28,12 +30,23 @@ add_executable(attention_fixture tools/attention_fixture.cpp)
 target_link_libraries(attention_fixture PRIVATE anuvad_core anuvad_warnings)
 target_include_directories(attention_fixture PRIVATE ${CMAKE_CURRENT_SOURCE_DIR})
 
+# A small model that translates tests/data/cli/tiny.tsv correctly (about 6 s), for the decoding
+# view on real translations and its screenshots (docs/decoding-greedy.png, decoding-beam4.png).
+set(ANUVAD_DECODING_MODEL ${CMAKE_BINARY_DIR}/attention_decoding.safetensors)
+add_test(NAME attention.decoding_model
+         COMMAND sh -c [=[rm -f "$1" && "$0" train --train-sets "$2" --config "$3" --after-epochs 150 --warmup-steps 20 -l 0.005 --no-valid --no-resume --seed 1 --src-vocab-size 60 --tgt-vocab-size 80 -q -m "$1" && test -s "$1"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_DECODING_MODEL} ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv
+                 ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
+set_tests_properties(attention.decoding_model PROPERTIES
+  FIXTURES_SETUP attention_decoding_model LABELS attention TIMEOUT 120)
+
 add_test(NAME attention.page
          COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/browser/attention_page_test.sh
                  $<TARGET_FILE:attention_fixture> $<TARGET_FILE:anuvad>
-                 ${CMAKE_BINARY_DIR}/attention_page)
+                 ${CMAKE_BINARY_DIR}/attention_page ${ANUVAD_DECODING_MODEL})
 set_tests_properties(attention.page PROPERTIES
   SKIP_RETURN_CODE 77
+  FIXTURES_REQUIRED attention_decoding_model
   LABELS "attention;browser"
   TIMEOUT 300)
 

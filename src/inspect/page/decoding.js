@@ -1,7 +1,8 @@
 "use strict";
 window.anuvadDecodingView = function (api) {
   const { $, esc, short, maxWidth, colour, fmt, showTip, hideTip, state, SENT, MODEL } = api;
-  const COL = 112, ROW = 24, NODE_W = 92, NODE_H = 18, PAD = 16;
+  const ROW = 24, NODE_H = 18, PAD = 16;
+  let NODE_W = 92, COL = 112;
   const STATUS_NAME = { root: "start", kept: "kept", pruned: "pruned", finished: "finished" };
   let tree = null, pinned = null, shown = null;
 
@@ -62,6 +63,8 @@ window.anuvadDecodingView = function (api) {
       return { nodes: 0, path: 0, steps: 0 };
     }
     tree = build(t);
+    NODE_W = Math.max(40, Math.min(100, maxWidth(tree.nodes.map((x) => short(x.piece, 11)), 12) + 14));
+    COL = NODE_W + 26;
     let rows = 1;
     for (const x of tree.nodes) rows = Math.max(rows, x.row + 1);
     const out = [], px = (x) => PAD + x.col * COL, py = (x) => PAD + x.row * ROW + NODE_H / 2;
