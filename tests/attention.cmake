@@ -88,3 +88,14 @@ anuvad_attention_cli_test(unwritable_html
 # --layers-dec 1 --heads 2 --d-model 8 --src 2 --tgt 3` (3 sentences, the last one empty).
 anuvad_attention_cli_test(tiny "tiny_dump\\.json: 3 sentence\\(s\\) → [^\n]*attention_tiny\\.html\nanuvad exit status 0 end"
   --from ${CMAKE_CURRENT_SOURCE_DIR}/data/attention/tiny_dump.json --html ${CMAKE_BINARY_DIR}/attention_tiny.html)
+
+# `translate --beam-trace` to a file that cannot be written: one line naming it, exit status 1.
+add_test(NAME attention.cli_beam_trace_unwritable
+         COMMAND sh -c "${ANUVAD_ATTENTION_RUN}" $<TARGET_FILE:anuvad> translate -m ${CMAKE_BINARY_DIR}/cli_tiny.safetensors
+                 --beam-trace /nonexistent-dir/t.json hello)
+set_tests_properties(attention.cli_beam_trace_unwritable PROPERTIES
+  PASS_REGULAR_EXPRESSION "anuvad: error: /nonexistent-dir/t\\.json: cannot create a temporary file[^\n]*\nanuvad exit status 1 end"
+  FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|Aborted|core dumped"
+  FIXTURES_REQUIRED cli_tiny_model
+  LABELS "attention;cli"
+  TIMEOUT 20)
