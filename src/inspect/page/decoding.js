@@ -89,7 +89,8 @@ window.anuvadDecodingView = function (api) {
     $("decoding-caption").textContent = (d.beam_size > 1 ? "Beam search, beam " + d.beam_size : "Greedy search") +
       " — steps left to right; each node is a candidate next token (top " + t.top + " per live hypothesis): " +
       "kept (blue), finished (green), pruned (grey); the output is outlined. Hover or click a node for the " +
-      "step's candidates and its cross-attention (layer " + (state.layer + 1) + ", average over heads).";
+      "step's candidates and its cross-attention (layer " + (Math.min(state.layer, MODEL.decoder_layers - 1) + 1) +
+      ", average over heads).";
     select(tree.nodes[0], true);
     return { nodes: tree.nodes.length, path: tree.pathLength, steps: t.steps.length };
   }
