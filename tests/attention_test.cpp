@@ -16,13 +16,7 @@
 #include "support/attention_fixture.h"
 #include "support/test_support.h"
 
-#ifdef ANUVAD_HAVE_VALIJSON
-#include <valijson/adapters/nlohmann_json_adapter.hpp>
-#include <valijson/schema.hpp>
-#include <valijson/schema_parser.hpp>
-#include <valijson/validation_results.hpp>
-#include <valijson/validator.hpp>
-#endif
+#include "support/json_schema.h"
 
 using namespace anuvad;
 using anuvad::test::read_file;
@@ -127,25 +121,7 @@ WeirdInput weird_input(const Transformer& model) {
 
 #ifdef ANUVAD_HAVE_VALIJSON
 /// Validates `doc` against docs/attention-schema.json; returns the errors (empty = valid).
-std::string schema_errors(const json& doc) {
-  static const json schema_doc = json::parse(read_file(ANUVAD_SOURCE_DIR "/docs/attention-schema.json"));
-  valijson::Schema schema;
-  valijson::SchemaParser parser(valijson::SchemaParser::kDraft7);
-  valijson::adapters::NlohmannJsonAdapter schema_adapter(schema_doc);
-  parser.populateSchema(schema_adapter, schema);
-  valijson::Validator validator;
-  valijson::ValidationResults results;
-  valijson::adapters::NlohmannJsonAdapter doc_adapter(doc);
-  if (validator.validate(schema, doc_adapter, &results)) return "";
-  std::string out;
-  valijson::ValidationResults::Error e;
-  while (results.popError(e)) {
-    std::string where;
-    for (const auto& c : e.context) where += c;
-    out += where + ": " + e.description + "\n";
-  }
-  return out.empty() ? "invalid" : out;
-}
+std::string schema_errors(const json& doc) { return test::schema_errors(doc, "docs/attention-schema.json"); }
 #endif
 
 }  // namespace

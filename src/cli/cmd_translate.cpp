@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "anuvad/inspect/attention_dump.h"
+#include "anuvad/inspect/beam_trace_dump.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/decode/alignment.h"
 #include "anuvad/decode/decode.h"
@@ -35,6 +36,8 @@ struct TranslateOptions {
   int alignment_layer = -1; ///< decoder layer (0-based) whose heads are averaged; −1 = last
   std::string attention_json;  ///< write every attention weight here (docs/attention.md)
   std::string attention_html;  ///< write the attention viewer page here
+  std::string beam_trace_json; ///< write the search of every sentence here (docs/attention.md)
+  int beam_trace_top = 5;      ///< candidates recorded per live hypothesis
   int cpu_threads = 0;
   bool max_length_given = false;  ///< --max-length was on the command line
 };
@@ -92,13 +95,17 @@ class LinePrinter {
     return d;
   }
   static bool dumping(const TranslateOptions& o) { return !o.attention_json.empty() || !o.attention_html.empty(); }
+  /// The search is recorded for --beam-trace and for the page's decoding view (--html); the
+  /// attention document then carries it too.
+  static bool tracing(const TranslateOptions& o) { return !o.beam_trace_json.empty() || !o.attention_html.empty(); }
 
   /// Translates `lines` (a line with an error is reported and printed empty) and prints them.
   void translate(const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
       if (lines[i].error.empty()) src[i] = m_.encode_source(lines[i].text, lines[i].where);
-    const std::vector<std::vector<Hypothesis>> result = translator_.translate(src);
+    BeamTrace trace{o_.beam_trace_top, {}};
+    const std::vector<std::vector<Hypothesis>> result = translator_.translate(src, tracing(o_) ? &trace : nullptr);
     for (size_t i = 0; i < lines.size(); ++i, ++sentence_id_) {
       if (!lines[i].error.empty()) {
         std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
@@ -106,7 +113,8 @@ class LinePrinter {
         print_empty();
         continue;
       }
-      if (dumping(o_)) kept_.push_back({result[i].front(), src[i], lines[i].text});
+      if (dumping(o_) || tracing(o_))
+        kept_.push_back({result[i].front(), src[i], lines[i].text, tracing(o_) ? std::move(trace.sentences[i]) : SentenceTrace{}});
       if (src[i].empty()) {  // an empty (or blank) line gives one empty record, whatever the format
         print_empty();
         continue;
@@ -119,12 +127,19 @@ class LinePrinter {
     std::cout << std::flush;
   }
 
-  /// Writes the --attention / --html files of every translated line.
+  /// Writes the --attention / --html / --beam-trace files of every translated line.
   void finish() const {
-    if (!dumping(o_)) return;
+    if (!dumping(o_) && !tracing(o_)) return;
     std::vector<AttentionDumpSentence> entries;
-    for (const Kept& k : kept_)
+    const auto piece = [this](int32_t id) { return m_.tgt_tokenizer->piece(id); };
+    for (const Kept& k : kept_) {
       entries.push_back(attention_dump_sentence(*m_.src_tokenizer, *m_.tgt_tokenizer, k.text, k.src, k.best));
+      if (tracing(o_)) entries.back().beam_trace = beam_trace_json(k.trace, o_.beam_trace_top, piece);
+    }
+    if (!o_.beam_trace_json.empty())
+      write_beam_trace_json(o_.beam_trace_json,
+                            make_beam_trace_dump(cfg_, translator_.options(), o_.beam_trace_top, entries));
+    if (!dumping(o_)) return;
     const nlohmann::json doc = make_attention_dump(cfg_, translator_.options(), entries);
     if (!o_.attention_json.empty()) write_attention_json(o_.attention_json, doc);
     if (!o_.attention_html.empty()) write_attention_html(o_.attention_html, doc);
@@ -135,6 +150,7 @@ class LinePrinter {
     Hypothesis best;
     std::vector<int32_t> src;
     std::string text;
+    SentenceTrace trace;  ///< with tracing()
   };
 
   void print(const Hypothesis& h) const {
@@ -291,7 +307,14 @@ void setup_translate(CLI::App& app) {
                   "Write every attention weight (all layers, heads and kinds, from the cached "
                   "decoder, for the output hypothesis) to FILE.json (docs/attention.md)");
   sub->add_option("--html", o->attention_html,
-                  "Write a self-contained attention viewer page to FILE.html");
+                  "Write a self-contained attention viewer page to FILE.html (with the decoding "
+                  "view: the beam search is recorded as for --beam-trace)");
+  sub->add_option("--beam-trace", o->beam_trace_json,
+                  "Write every step of the search (each live hypothesis, its best candidates "
+                  "and whether they were kept, pruned or finished) to FILE.json (docs/attention.md)");
+  sub->add_option("--beam-trace-top", o->beam_trace_top,
+                  "Candidates recorded per live hypothesis for --beam-trace and --html")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();
   sub->callback([o, sub] {
     o->max_length_given = sub->count("--max-length") > 0;

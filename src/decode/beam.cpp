@@ -5,7 +5,8 @@
 
 namespace anuvad {
 
-SentenceBeam::SentenceBeam(const DecodeOptions& opts, int limit, int n_layers, int n_heads)
+SentenceBeam::SentenceBeam(const DecodeOptions& opts, int limit, int n_layers, int n_heads,
+                           SentenceTrace* trace, int trace_top, Index src_tokens)
     : opts_(opts),
       limit_(limit),
       n_layers_(n_layers),
@@ -13,13 +14,69 @@ SentenceBeam::SentenceBeam(const DecodeOptions& opts, int limit, int n_layers, i
       stopping_(opts, limit),
       live_(size_t(opts.beam_size), -1),
       next_live_(size_t(opts.beam_size), -1),
-      slot_attention_(size_t(opts.beam_size), -1) {
+      slot_attention_(size_t(opts.beam_size), -1),
+      trace_(trace),
+      trace_top_(trace_top),
+      src_tokens_(src_tokens) {
   nodes_.push_back(Node{-1, kBosId, 0.0, 0.0, 0, -1});
   live_[0] = 0;
   if (limit_ == 0) {  // nothing may be produced: an empty, unfinished output
-    finished_.add({0, normalized_score(0.0, 0, opts_), false});
+    finish(0, false);
     done_ = true;
   }
+}
+
+void SentenceBeam::finish(int node, bool eos) {
+  const Node& n = nodes_[size_t(node)];
+  const double normalized = normalized_score(n.score, n.length, opts_);
+  finished_.add({node, normalized, eos});
+  if (trace_) trace_->finished.push_back({node, n.parent, n_steps_, n.token, n.logp, n.score, normalized, eos});
+}
+
+void SentenceBeam::trace_step(const Proposal* proposals, int stride, const DecoderState& state,
+                              int first_row) {
+  std::vector<TraceHypothesis>& step = trace_->steps.emplace_back();
+  trace_slot_.assign(size_t(opts_.beam_size), -1);
+  const int top = std::min(stride, trace_top_);
+  for (int k = 0; k < opts_.beam_size; ++k) {
+    if (!live(k)) continue;
+    const int id = live_[size_t(k)];
+    const Node& n = nodes_[size_t(id)];
+    TraceHypothesis h;
+    h.id = id;
+    h.parent = n.parent;
+    h.token = n.token;
+    h.logprob = n.logp;
+    h.score = n.score;
+    h.normalized = normalized_score(n.score, n.length, opts_);
+    h.cross.resize(n_layers_, src_tokens_);  // head average of the step's rows (row·H + h)
+    const Index row = Index(first_row) + k;
+    for (int l = 0; l < n_layers_; ++l)
+      h.cross.row(l) = state.last_cross_probs[size_t(l)].block(row * n_heads_, 0, n_heads_, src_tokens_)
+                           .colwise().sum() / Scalar(n_heads_);
+    const Proposal* p = proposals + size_t(k) * size_t(stride);
+    for (int j = 0; j < top && p[j].token >= 0; ++j) {
+      const double lp = static_cast<double>(p[j].logp);
+      h.candidates.push_back({p[j].token, j, lp, n.score + lp,
+                              normalized_score(n.score + lp, n.length + 1, opts_), TraceStatus::kPruned, -1});
+    }
+    trace_slot_[size_t(k)] = static_cast<int>(step.size());
+    step.push_back(std::move(h));
+  }
+}
+
+void SentenceBeam::trace_mark(const Candidate& c, TraceStatus status, int node) {
+  TraceHypothesis& h = trace_->steps.back()[size_t(trace_slot_[size_t(c.slot)])];
+  auto it = std::find_if(h.candidates.begin(), h.candidates.end(),
+                         [&](const TraceCandidate& t) { return t.rank == c.rank; });
+  if (it == h.candidates.end()) {  // ranked below trace_top_ but kept or finished: recorded too
+    const Node& n = nodes_[size_t(node)];
+    h.candidates.push_back({c.token, c.rank, c.logp, c.score, normalized_score(c.score, n.length, opts_),
+                            status, node});
+    return;
+  }
+  it->status = status;
+  it->id = node;
 }
 
 int SentenceBeam::record_attention(int slot, const DecoderState& state, int first_row) {
@@ -44,17 +101,19 @@ int SentenceBeam::add_node(const Candidate& c, const DecoderState& state, int fi
 }
 
 void SentenceBeam::advance(const Proposal* proposals, int take, const DecoderState& state,
-                           int first_row, int* parents, int32_t* tokens) {
+                           int first_row, int* parents, int32_t* tokens, int stride) {
   const int K = opts_.beam_size;
+  if (stride == 0) stride = take;
+  if (trace_) trace_step(proposals, stride, state, first_row);
   candidates_.clear();
   for (int k = 0; k < K; ++k) {
     parents[k] = first_row + k;
     if (!live(k)) continue;
-    const Proposal* p = proposals + size_t(k) * size_t(take);
+    const Proposal* p = proposals + size_t(k) * size_t(stride);
     const double base = nodes_[size_t(live_[size_t(k)])].score;
     for (int j = 0; j < take && p[j].token >= 0; ++j) {
       const double lp = static_cast<double>(p[j].logp);
-      candidates_.push_back({base + lp, k, p[j].token, lp});
+      candidates_.push_back({base + lp, k, p[j].token, lp, j});
     }
   }
   std::sort(candidates_.begin(), candidates_.end(), [](const Candidate& a, const Candidate& b) {
@@ -71,22 +130,29 @@ void SentenceBeam::advance(const Proposal* proposals, int take, const DecoderSta
     if (cd.token == kEosId) {  // finalised only when ranked among the top K candidates
       if (c < size_t(K)) {
         const int node = add_node(cd, state, first_row);
-        finished_.add({node, normalized_score(cd.score, nodes_[size_t(node)].length, opts_), true});
+        finish(node, true);
+        if (trace_) trace_mark(cd, TraceStatus::kFinished, node);
       }
       continue;
     }
     const int node = add_node(cd, state, first_row);
     if (at_limit) {  // length limit: finish without EOS, keeps the n-best list complete
-      finished_.add({node, normalized_score(cd.score, nodes_[size_t(node)].length, opts_), false});
+      finish(node, false);
+      if (trace_) trace_mark(cd, TraceStatus::kFinished, node);
       ++n_next;
       continue;
     }
+    if (trace_) trace_mark(cd, TraceStatus::kKept, node);
     parents[n_next] = first_row + cd.slot;
     tokens[n_next] = cd.token;
     next_live_[size_t(n_next)] = node;
     ++n_next;
   }
   for (int k = n_next; k < K; ++k) tokens[k] = kPadId;
+  if (trace_)
+    for (TraceHypothesis& h : trace_->steps.back())
+      std::stable_sort(h.candidates.begin(), h.candidates.end(),
+                       [](const TraceCandidate& a, const TraceCandidate& b) { return a.rank < b.rank; });
   live_.swap(next_live_);
   ++n_steps_;
   live_scores_.clear();
@@ -124,6 +190,12 @@ Hypothesis SentenceBeam::materialise(const FinishedHypothesis& f, Index src_toke
     h.attention.cross.push_back(std::move(cross));
   }
   return h;
+}
+
+std::vector<int> SentenceBeam::n_best_ids() const {
+  std::vector<int> out;
+  for (const FinishedHypothesis& f : finished_.best(opts_.n_best)) out.push_back(f.node);
+  return out;
 }
 
 std::vector<Hypothesis> SentenceBeam::n_best(Index src_tokens) const {

@@ -49,9 +49,11 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
 }
 
 /// Runs the beam searches of a batch in lockstep on the decoder state (rows i·K + k belong to
-/// sentence i) until every sentence is done or `capacity` steps were taken.
+/// sentence i) until every sentence is done or `capacity` steps were taken. trace_top > 0:
+/// each live beam proposes that many tokens (or 2K if more) for the trace; the search still
+/// ranks only its 2K best, the same ones as without a trace.
 void search(const Transformer& model, DecoderState& state, std::vector<SentenceBeam>& beams,
-            const DecodeOptions& opts, int capacity) {
+            const DecodeOptions& opts, int capacity, int trace_top) {
   const int N = static_cast<int>(beams.size()), K = opts.beam_size;
   std::vector<int32_t> tokens(size_t(N) * K, kBosId);
   std::vector<int> parents(size_t(N) * K);
@@ -60,20 +62,22 @@ void search(const Transformer& model, DecoderState& state, std::vector<SentenceB
   Mat logits;
   const int n_allowed = static_cast<int>(model.config().tgt_vocab_size) - 2 - (opts.allow_unk ? 0 : 1);
   const int take = std::max(0, std::min(2 * K, n_allowed));
+  const int stride = std::max(take, std::min(trace_top, n_allowed));
   for (int t = 0; t < capacity; ++t) {
     if (std::all_of(beams.begin(), beams.end(), [](const SentenceBeam& b) { return b.done(); })) break;
     model.decode_step(tokens, state, logits);
     // Proposals of every live beam: its 2K best tokens (PAD, BOS and maybe UNK excluded).
     for (int i = 0; i < N; ++i)
       for (int k = 0; k < K; ++k) wanted[size_t(i) * K + k] = !beams[i].done() && beams[i].live(k);
-    top_proposals(logits, take, opts.allow_unk, wanted, proposals);
+    top_proposals(logits, stride, opts.allow_unk, wanted, proposals);
     for (int i = 0; i < N; ++i) {
       const size_t row = size_t(i) * K;
       if (beams[i].done()) {
         for (int k = 0; k < K; ++k) parents[row + k] = int(row) + k;
         continue;
       }
-      beams[i].advance(proposals.data() + row * take, take, state, int(row), &parents[row], &tokens[row]);
+      beams[i].advance(proposals.data() + row * stride, take, state, int(row), &parents[row], &tokens[row],
+                       stride);
     }
     state.select_rows(parents);
   }
@@ -104,12 +108,14 @@ int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src
 
 std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
                                                   const std::vector<std::vector<int32_t>>& sources,
-                                                  const DecodeOptions& opts) {
+                                                  const DecodeOptions& opts, BeamTrace* trace) {
   const ModelConfig& cfg = model.config();
   if (opts.beam_size < 1) throw ConfigError("beam size must be at least 1");
   if (opts.n_best < 1 || opts.n_best > opts.beam_size)
     throw ConfigError("n-best size must be between 1 and the beam size");
+  if (trace != nullptr && trace->top < 1) throw ConfigError("beam trace: top must be at least 1");
   std::vector<std::vector<Hypothesis>> out(sources.size());
+  if (trace != nullptr) trace->sentences.assign(sources.size(), SentenceTrace{});
 
   // Empty sources translate to the empty string without running the model.
   std::vector<Example> examples;
@@ -142,14 +148,17 @@ std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
   for (int i = 0; i < N; ++i) {
     const int limit = max_output_length(cfg, opts, b.src_lengths[i] - 1);
     capacity = std::max(capacity, limit + 1);
-    beams.emplace_back(opts, limit, cfg.decoder_layers, cfg.n_heads);
+    SentenceTrace* t = trace != nullptr ? &trace->sentences[index[size_t(i)]] : nullptr;
+    beams.emplace_back(opts, limit, cfg.decoder_layers, cfg.n_heads, t, t ? trace->top : 0,
+                       Index(b.src_lengths[i]));
   }
   DecoderState state =
       model.begin_decoding(cache.memory, b.src_rows, capacity, opts.beam_size);
-  search(model, state, beams, opts, capacity);
+  search(model, state, beams, opts, capacity, trace != nullptr ? trace->top : 0);
 
   for (int i = 0; i < N; ++i) {
     const int S = b.src_lengths[i];
+    if (trace != nullptr) trace->sentences[index[size_t(i)]].n_best = beams[i].n_best_ids();
     std::vector<Hypothesis> n_best = beams[i].n_best(S);
     if (opts.return_attention)
       for (Hypothesis& h : n_best) h.attention.encoder_self = encoder_attention(cache, i, cfg.n_heads, b.src_len, S);

@@ -10,7 +10,9 @@ Translator::Translator(const Transformer& model, const DecodeOptions& opts, int 
     : model_(model), opts_(opts), mini_batch_(static_cast<size_t>(std::max(mini_batch, 1))) {}
 
 void Translator::run(const std::vector<std::vector<int32_t>>& sources,
-                     const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink) const {
+                     const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
+                     BeamTrace* trace) const {
+  if (trace != nullptr) trace->sentences.assign(sources.size(), SentenceTrace{});
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
@@ -20,15 +22,19 @@ void Translator::run(const std::vector<std::vector<int32_t>>& sources,
     const size_t end = std::min(order.size(), begin + mini_batch_);
     batch.clear();
     for (size_t k = begin; k < end; ++k) batch.push_back(sources[order[k]]);
-    auto hyps = beam_search(model_, batch, opts_);
-    for (size_t k = begin; k < end; ++k) sink(order[k], std::move(hyps[k - begin]));
+    BeamTrace batch_trace{trace != nullptr ? trace->top : 0, {}};
+    auto hyps = beam_search(model_, batch, opts_, trace != nullptr ? &batch_trace : nullptr);
+    for (size_t k = begin; k < end; ++k) {
+      if (trace != nullptr) trace->sentences[order[k]] = std::move(batch_trace.sentences[k - begin]);
+      sink(order[k], std::move(hyps[k - begin]));
+    }
   }
 }
 
 std::vector<std::vector<Hypothesis>> Translator::translate(
-    const std::vector<std::vector<int32_t>>& sources) const {
+    const std::vector<std::vector<int32_t>>& sources, BeamTrace* trace) const {
   std::vector<std::vector<Hypothesis>> out(sources.size());
-  run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) { out[i] = std::move(n_best); });
+  run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) { out[i] = std::move(n_best); }, trace);
   return out;
 }
 

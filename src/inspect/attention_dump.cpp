@@ -1,55 +1,25 @@
 // The anuvad-attention JSON document and its self-contained HTML viewer (attention_dump.h).
 #include "anuvad/inspect/attention_dump.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-#include <utf8.h>
-
 #include <cerrno>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "anuvad/core/error.h"
+#include "dump_support.h"
 
 namespace anuvad {
 
 namespace {
 
 using nlohmann::json;
+using inspect_detail::round_sig;
+using inspect_detail::valid_utf8;
+using inspect_detail::write_atomically;
 
 // ---------------------------------------------------------------------------------------------
 // Building the document
-
-/// x rounded to `digits` significant digits, as the double nearest to that short decimal (so
-/// nlohmann's shortest round-trip output prints at most `digits` digits). Non-finite → null.
-json round_sig(double x, int digits) {
-  if (!std::isfinite(x)) return nullptr;
-  if (x == 0) return 0.0;
-  static const double kPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-  const int e = static_cast<int>(std::floor(std::log10(std::fabs(x))));
-  const int k = digits - 1 - e;  // decimal places to keep
-  // n and 10^|k| are exact doubles, so one division or multiplication rounds correctly.
-  if (k >= 0 && k <= 22) return std::round(x * kPow10[k]) / kPow10[k];
-  if (k < 0 && -k <= 22) return std::round(x / kPow10[-k]) * kPow10[-k];
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.*g", digits, x);
-  return std::strtod(buf, nullptr);
-}
-
-/// `s` with every invalid UTF-8 sequence replaced by U+FFFD.
-std::string valid_utf8(const std::string& s) {
-  if (utf8::is_valid(s.begin(), s.end())) return s;
-  std::string out;
-  utf8::replace_invalid(s.begin(), s.end(), std::back_inserter(out));
-  return out;
-}
 
 /// The matrices of one attention kind: [layers][H][n_queries][n_keys] from [H·n_queries, n_keys].
 json matrices(const std::vector<Mat>& mats, int heads, size_t n_queries, size_t n_keys,
@@ -147,6 +117,22 @@ class DumpChecker {
     }
   }
 
+  /// The parts of an optional beam_trace the page walks: arrays of steps of hypotheses, each
+  /// with an id and candidates, and the finished and n_best arrays.
+  void beam_trace(const json& t, const std::string& where) const {
+    if (!t.is_object()) fail(where, "expected an object");
+    for (const json& step : array(t, where, "steps")) {
+      if (!step.is_array()) fail(where + "/steps", "expected arrays of hypotheses");
+      for (const json& h : step) {
+        if (!h.is_object() || !member(h, where + "/steps", "id").is_number_integer())
+          fail(where + "/steps", "expected hypotheses with an integer id");
+        array(h, where + "/steps", "candidates");
+      }
+    }
+    array(t, where, "finished");
+    array(t, where, "n_best");
+  }
+
   void check(const json& d) const {
     if (!d.is_object()) fail("", "not an anuvad attention dump (expected a JSON object)");
     const auto schema = d.find("schema");
@@ -195,6 +181,7 @@ class DumpChecker {
                                         " pieces (one per output token)");
       for (const json& p : inputs)
         if (!p.is_string()) fail(w + "/decoder_inputs", "expected strings");
+      if (s.contains("beam_trace")) beam_trace(s["beam_trace"], w + "/beam_trace");
       const json& enc = array(s, w, "encoder_self_attention");
       const json& dec = array(s, w, "decoder_self_attention");
       const json& cross = array(s, w, "cross_attention");
@@ -208,41 +195,6 @@ class DumpChecker {
  private:
   const std::string& origin_;
 };
-
-// ---------------------------------------------------------------------------------------------
-// Files
-
-/// Writes `content` to a temporary file next to `path`, then renames it into place.
-void write_atomically(const std::string& path, const std::string& content) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
-  ::fchmod(fd, 0644);
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      throw IoError(path + ": write failed: " + why);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": write failed: " + why);
-  }
-  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": cannot rename the temporary file into place: " + why);
-  }
-}
 
 // The page: kPageHead, the JSON document, kPageTail, generated at build time from
 // src/inspect/page/attention.{html,css,js} by src/inspect/page/embed_page.cmake.
@@ -278,13 +230,7 @@ nlohmann::json make_attention_dump(const ModelConfig& cfg, const DecodeOptions& 
   doc["schema"] = kAttentionSchemaName;
   doc["version"] = kAttentionSchemaVersion;
   doc["model"] = cfg.to_json();
-  doc["decoding"] = {{"beam_size", opts.beam_size},
-                     {"n_best", opts.n_best},
-                     {"normalize", opts.normalize},
-                     {"word_penalty", opts.word_penalty},
-                     {"max_length_factor", opts.max_length_factor},
-                     {"max_length", opts.max_length},
-                     {"allow_unk", opts.allow_unk}};
+  doc["decoding"] = inspect_detail::decoding_json(opts);
   json out = json::array();
   const int heads = cfg.n_heads;
   for (size_t n = 0; n < sentences.size(); ++n) {
@@ -334,6 +280,7 @@ nlohmann::json make_attention_dump(const ModelConfig& cfg, const DecodeOptions& 
       js["decoder_self_attention"] = matrices(a->decoder_self, heads, T, T, significant_digits);
       js["cross_attention"] = matrices(a->cross, heads, T, S, significant_digits);
     }
+    if (!s.beam_trace.is_null()) js["beam_trace"] = s.beam_trace;
     out.push_back(std::move(js));
   }
   doc["sentences"] = std::move(out);

@@ -1,13 +1,17 @@
 #!/usr/bin/env bash
 # The attention page in headless Chromium (CTest attention.page, tests/attention.cmake).
-#   attention_page_test.sh FIXTURE_EXE ANUVAD_EXE OUT_DIR
+#   attention_page_test.sh FIXTURE_EXE ANUVAD_EXE OUT_DIR [MODEL]
 # FIXTURE_EXE writes a dump of a small random model (3 sentences, the last one empty) and prints
 # "encoder_layers decoder_layers heads T S sentences"; `anuvad attention` turns it into a page.
 # Each check loads the page with a URL hash that selects a view (see docs/attention.md), lets
 # its script run (--virtual-time-budget), and reads the DOM: #status must say "ok" (the page
 # reports uncaught errors there through window.onerror) and the drawn elements must have the
-# sizes the dump implies. Screenshots are left in OUT_DIR. Exits 77 (CTest: skipped) when
-# Chromium is absent.
+# sizes the dump implies. With MODEL (a small trained model), the decoding view is checked too
+# on pages that `anuvad translate --html` writes for greedy search and beam 4: as many tree
+# nodes as the dump's beam trace has candidates (+ the start), the output path as long as the
+# output, the self-test; its screenshots are OUT_DIR/decoding-greedy.png and decoding-beam4.png
+# (the ones in docs/ come from here). Screenshots are left in OUT_DIR. Exits 77 (CTest:
+# skipped) when Chromium is absent.
 set -uo pipefail
 
 CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
@@ -15,13 +19,14 @@ if [ ! -x "$CHROMIUM" ]; then
   echo "SKIPPED: $CHROMIUM not found; install it to run the page test (Debian: apt-get install chromium)"
   exit 77
 fi
-if [ $# -ne 3 ]; then
-  echo "usage: $0 FIXTURE_EXE ANUVAD_EXE OUT_DIR" >&2
+if [ $# -ne 3 ] && [ $# -ne 4 ]; then
+  echo "usage: $0 FIXTURE_EXE ANUVAD_EXE OUT_DIR [MODEL]" >&2
   exit 2
 fi
 fixture=$1
 anuvad=$2
 out=$3
+model=${4:-}
 mkdir -p "$out" || exit 1
 profile=$(mktemp -d)
 trap 'rm -rf "$profile"' EXIT
@@ -81,6 +86,35 @@ for shot in "cross_heatmap:s=0&kind=cross&layer=0&head=avg&view=heatmap" \
     >/dev/null 2>"$out/$name.screenshot.log"
   [ -s "$out/$name.png" ] || fail "no screenshot $out/$name.png"
 done
+
+# The decoding view on real translations (greedy and beam 4) of a small trained model.
+if [ -n "$model" ]; then
+  for beam in 1 4; do
+    name=decoding-$([ "$beam" = 1 ] && echo greedy || echo beam$beam)
+    "$anuvad" translate -m "$model" -b "$beam" --attention "$out/$name.json" --html "$out/$name.html" \
+      "We are friends." "I like eating ice cream." "" >/dev/null || { fail "$name: anuvad translate"; continue; }
+    # nodes: the start + every recorded candidate; path: the output tokens + the start.
+    read -r nodes path_nodes < <(python3 -c 'import json, sys
+s = json.load(open(sys.argv[1]))["sentences"][0]
+print(1 + sum(len(h["candidates"]) for step in s["beam_trace"]["steps"] for h in step), len(s["tgt_tokens"]) + 1)' "$out/$name.json")
+    page="file://$out/$name.html"
+    expect "$name" "s=0&view=decoding" "data-nodes=\"$nodes\" data-path=\"$path_nodes\""
+    drawn=$(count "$name" '<g class="node [a-z ]*" data-n=')
+    [ "$drawn" -eq "$nodes" ] || fail "$name: $drawn tree nodes drawn, the trace has $nodes"
+    # Greedy: one path; off it only runner-ups, and the hypothesis that was live when EOS ended
+    # the search (the last step keeps a slot for the next-best token too).
+    off_path=$(( $(count "$name" '<g class="node kept[a-z ]*" data-n=') - $(count "$name" '<g class="node kept path[a-z ]*" data-n=') ))
+    if [ "$beam" = 1 ] && [ "$off_path" -gt 1 ]; then
+      fail "$name: a greedy tree has $off_path kept nodes off the output path"
+    fi
+    expect "$name-selftest" "selftest=1" 'data-selftest="passed"'
+    expect "$name-empty" "s=2&view=decoding" 'data-nodes="0"'
+    chrome --screenshot="$out/$name.png" --window-size=1400,$([ "$beam" = 1 ] && echo 560 || echo 900) \
+      "$page#s=0&view=decoding" \
+      >/dev/null 2>"$out/$name.screenshot.log"
+    [ -s "$out/$name.png" ] || fail "no screenshot $out/$name.png"
+  done
+fi
 echo "screenshots: $out/*.png"
 
 if [ "$failures" -ne 0 ]; then

@@ -112,3 +112,16 @@ add_test(NAME e2e.model_format_reimplementation
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/model_format/reimplement.py $<TARGET_FILE:anuvad>
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${PROJECT_SOURCE_DIR}/data/dev.tsv)
 set_tests_properties(e2e.model_format_reimplementation PROPERTIES LABELS e2e TIMEOUT 600)
+
+# `translate --beam-trace` (docs/attention.md) changes no output and agrees with --n-best and
+# --word-scores, greedy and beam 4: on the tiny CLI model (tests/cli.cmake) and on the dev set.
+add_test(NAME e2e.beam_trace_agrees_tiny_model
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/beam_trace_agrees.py $<TARGET_FILE:anuvad>
+          ${CMAKE_BINARY_DIR}/cli_tiny.safetensors ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv)
+set_tests_properties(e2e.beam_trace_agrees_tiny_model PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model LABELS "e2e;cli;attention" TIMEOUT 120)
+add_test(NAME e2e.beam_trace_agrees_on_dev
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/beam_trace_agrees.py $<TARGET_FILE:anuvad>
+          ${ANUVAD_E2E_MODEL} ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+set_tests_properties(e2e.beam_trace_agrees_on_dev PROPERTIES
+  FIXTURES_REQUIRED e2e_default_model LABELS "e2e;attention" TIMEOUT 300)

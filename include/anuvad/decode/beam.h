@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "anuvad/decode/beam_trace.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/nbest.h"
 #include "anuvad/decode/stopping.h"
@@ -29,28 +30,36 @@ struct Proposal {
 /// With DecodeOptions::return_attention, the attention rows of a decoder step are copied once
 /// per expanded beam and shared by all its children through the parent pointers; the
 /// AttentionRecord of a hypothesis is assembled only for the hypotheses returned by n_best().
+/// With a SentenceTrace, every step's live hypotheses, their candidates and the finished
+/// hypotheses are recorded there (include/anuvad/decode/beam_trace.h); node ids are trace ids.
 class SentenceBeam {
  public:
   /// limit: maximum output tokens (EOS excluded; 0 gives one empty, unfinished hypothesis).
-  /// n_layers, n_heads: of the decoder (for the attention records).
-  SentenceBeam(const DecodeOptions& opts, int limit, int n_layers, int n_heads);
+  /// n_layers, n_heads: of the decoder (for the attention records). trace: where to record the
+  /// search (nullptr = not recorded), with trace_top candidates per live hypothesis and
+  /// cross-attention rows cut to the sentence's src_tokens source tokens (EOS included).
+  SentenceBeam(const DecodeOptions& opts, int limit, int n_layers, int n_heads,
+               SentenceTrace* trace = nullptr, int trace_top = 0, Index src_tokens = 0);
 
   bool done() const { return done_; }
   /// Whether slot k (decoder row first_row + k) holds a live beam.
   bool live(int k) const { return live_[size_t(k)] >= 0; }
 
-  /// One search step after DecoderState::decode_step. proposals: [K·take], row k the `take`
-  /// best tokens of slot k, best first (read for live slots only). state: for the attention
-  /// rows (first_row + k)·H.. of its last step. Writes, for each slot k of the next step,
-  /// parents[k] (the decoder row it continues: first_row + old slot, or itself when empty) and
-  /// tokens[k] (its next input; PAD for an empty slot).
+  /// One search step after DecoderState::decode_step. proposals: [K·stride], row k the `stride`
+  /// best tokens of slot k, best first (read for live slots only; stride 0 means take); the
+  /// search ranks the first `take` ≤ stride of each row, the trace records up to trace_top of
+  /// them. state: for the attention rows (first_row + k)·H.. of its last step. Writes, for each
+  /// slot k of the next step, parents[k] (the decoder row it continues: first_row + old slot,
+  /// or itself when empty) and tokens[k] (its next input; PAD for an empty slot).
   void advance(const Proposal* proposals, int take, const DecoderState& state, int first_row,
-               int* parents, int32_t* tokens);
+               int* parents, int32_t* tokens, int stride = 0);
 
   /// The n_best best hypotheses, best first (fewer only when fewer finished). Cross-attention
   /// records keep the first src_tokens columns (the sentence's own source, EOS included);
   /// encoder attention is left to the caller.
   std::vector<Hypothesis> n_best(Index src_tokens) const;
+  /// The nodes (trace ids) of the hypotheses n_best() returns, best first.
+  std::vector<int> n_best_ids() const;
 
  private:
   struct Node {
@@ -70,11 +79,18 @@ class SentenceBeam {
     int slot;
     int32_t token;
     double logp;
+    int rank;  ///< among the slot's proposals
   };
 
   int add_node(const Candidate& c, const DecoderState& state, int first_row);
   int record_attention(int slot, const DecoderState& state, int first_row);
+  /// Adds a finished hypothesis (node) to the collector and to the trace.
+  void finish(int node, bool eos);
   Hypothesis materialise(const FinishedHypothesis& f, Index src_tokens) const;
+  /// Trace: the live hypotheses of this step with their first trace_top_ proposals (pruned).
+  void trace_step(const Proposal* proposals, int stride, const DecoderState& state, int first_row);
+  /// Trace: candidate `c` of this step became `node` (kept or finished).
+  void trace_mark(const Candidate& c, TraceStatus status, int node);
 
   DecodeOptions opts_;
   int limit_, n_layers_, n_heads_;
@@ -88,6 +104,10 @@ class SentenceBeam {
   std::vector<double> live_scores_;
   int n_steps_ = 0;
   bool done_ = false;
+  SentenceTrace* trace_;
+  int trace_top_;
+  Index src_tokens_;
+  std::vector<int> trace_slot_;  ///< [K] index of each slot's hypothesis in this trace step
 };
 
 }  // namespace anuvad

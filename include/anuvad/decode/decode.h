@@ -42,12 +42,17 @@ struct Hypothesis {
   AttentionRecord attention;         ///< filled when DecodeOptions::return_attention
 };
 
+struct BeamTrace;
+
 /// Translates a batch of sources (subword ids without EOS) with greedy (beam_size 1) or beam
 /// search; returns opts.n_best hypotheses per source, best first. Results do not depend on
-/// which other sentences are in the batch.
+/// which other sentences are in the batch, nor on `trace`: when given, trace->sentences gets
+/// one SentenceTrace per source (include/anuvad/decode/beam_trace.h). Throws ConfigError for
+/// a beam size < 1, an n-best size outside [1, beam size] or trace->top < 1.
 std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
                                                   const std::vector<std::vector<int32_t>>& sources,
-                                                  const DecodeOptions& opts);
+                                                  const DecodeOptions& opts,
+                                                  BeamTrace* trace = nullptr);
 
 /// Maximum number of target tokens (EOS excluded) for a source of `src_tokens` subwords.
 int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src_tokens);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/decode/beam_trace.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/nn/batch.h"
 #include "anuvad/text/tokenizer.h"
@@ -23,8 +24,10 @@ class Translator {
   Translator(const Transformer& model, const DecodeOptions& opts, int mini_batch);
 
   /// The opts.n_best hypotheses of each source (subword ids without EOS), best first, in input
-  /// order. Throws as beam_search.
-  std::vector<std::vector<Hypothesis>> translate(const std::vector<std::vector<int32_t>>& sources) const;
+  /// order; with a trace, trace->sentences gets the search of each source, in input order.
+  /// Throws as beam_search.
+  std::vector<std::vector<Hypothesis>> translate(const std::vector<std::vector<int32_t>>& sources,
+                                                 BeamTrace* trace = nullptr) const;
   /// The best hypothesis of each source detokenized with `tgt`, in input order.
   std::vector<std::string> translate_text(const std::vector<std::vector<int32_t>>& sources,
                                           const Tokenizer& tgt) const;
@@ -33,9 +36,10 @@ class Translator {
 
  private:
   /// Decodes the sources mini-batch by mini-batch and hands each source's n-best list with its
-  /// input index to `sink`, in length order.
+  /// input index to `sink`, in length order (and, with a trace, its search to trace->sentences).
   void run(const std::vector<std::vector<int32_t>>& sources,
-           const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink) const;
+           const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
+           BeamTrace* trace = nullptr) const;
 
   const Transformer& model_;
   DecodeOptions opts_;

@@ -40,6 +40,9 @@ struct AttentionDumpSentence {
   /// The matrices (Hypothesis::attention), or nullptr / an empty record when none were
   /// recorded (e.g. an empty source that was not decoded): the three arrays are then [].
   const AttentionRecord* attention = nullptr;
+  /// The sentence's search (beam_trace_json, include/anuvad/inspect/beam_trace_dump.h), written
+  /// as its optional "beam_trace"; null when it was not recorded.
+  nlohmann::json beam_trace;
 };
 
 /// The entry of one translation: source_ids (subword ids without EOS, as given to

@@ -23,7 +23,7 @@
     decoder: { field: "decoder_self_attention", name: "decoder self-attention",
                layers: MODEL.decoder_layers, q: "tgt", k: "tgtin" },
   };
-  const VIEWS = ["heatmap", "model", "head"];
+  const VIEWS = ["heatmap", "model", "head", "decoding"];
   const MIN_LINE = 0.005;  // head view: weights below this draw no line
   const state = { s: 0, kind: "cross", layer: 0, head: "avg", view: "heatmap", rows: "auto",
                   scale: "linear" };
@@ -377,6 +377,10 @@
   $("headview").addEventListener("mouseover", headFocus);
   $("headview").addEventListener("mouseout", (e) => { if (e.target.tagName === "text") headBlur(); });
 
+  // --- decoding view: the beam search tree (decoding.js) ---------------------------------------
+  const decoding = window.anuvadDecodingView({ $, esc, short, maxWidth, colour, fmt, showTip, hideTip, state,
+                                               SENT, MODEL, DATA });
+
   // --- controls, URL hash and rendering ------------------------------------------------------
   function fill(sel, options, value) {
     sel.innerHTML = options.map((o) => '<option value="' + esc(o[0]) + '">' + esc(o[1]) + "</option>").join("");
@@ -416,6 +420,7 @@
     $("heatmap-view").hidden = state.view !== "heatmap";
     $("model-view-wrap").hidden = state.view !== "model";
     $("head-view").hidden = state.view !== "head";
+    $("decoding-view").hidden = state.view !== "decoding";
   }
   let infoFor = -1;
   function render() {
@@ -424,13 +429,14 @@
     syncControls();
     if (infoFor !== state.s) { drawInfo(); infoFor = state.s; }
     // Only the visible view is drawn; the others are redrawn when shown.
-    const info = state.view === "heatmap" ? drawHeatmap() : state.view === "model" ? drawModel() : drawHeadView();
+    const info = state.view === "heatmap" ? drawHeatmap() : state.view === "model" ? drawModel()
+               : state.view === "head" ? drawHeadView() : decoding.draw();
     writeHash();
     const ms = performance.now() - t0;
     $("timing").textContent = "drawn in " + ms.toFixed(0) + " ms";
     statusEl.setAttribute("data-view", state.view);
     statusEl.setAttribute("data-draw-ms", ms.toFixed(1));
-    for (const key of ["cells", "rows", "cols", "panels", "lines"])
+    for (const key of ["cells", "rows", "cols", "panels", "lines", "nodes", "path", "steps"])
       if (key in info) statusEl.setAttribute("data-" + key, info[key]); else statusEl.removeAttribute("data-" + key);
     if (!failed) statusEl.textContent = "ok";
   }
@@ -497,6 +503,7 @@
       tok.dispatchEvent(new MouseEvent("mouseout", { bubbles: true }));
       must(!$("headview").classList.contains("focus") && count("#headview line.on") === 0, kind + ": head view blur");
     }
+    decoding.selftest(must, tab, change);
     return "passed";
   }
 

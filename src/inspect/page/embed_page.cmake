@@ -1,9 +1,10 @@
 # Turns the attention viewer page into a C++ header (run at build time by the custom command in
 # CMakeLists.txt, again whenever a page file or this script changes):
 #   cmake -DPAGE_DIR=src/inspect/page -DOUT=build/generated/attention_page_embedded.h -P embed_page.cmake
-# PAGE_DIR/attention.html is the page with three markers, each exactly once, on lines of their own:
+# PAGE_DIR/attention.html is the page with four markers, each exactly once, on lines of their own:
 #   <link rel="stylesheet" href="attention.css">  becomes <style>, attention.css, </style>;
 #   <script src="attention.js"></script>          becomes <script>, attention.js, </script>;
+#   <script src="decoding.js"></script>           likewise (the decoding view, loaded first);
 #   <script type="application/json" id="attention-data"></script>  is where the page is cut:
 # OUT defines kPageHead (up to and including that opening tag) and kPageTail (from its </script>),
 # raw string literals whose delimiter occurs in neither; render_attention_html() writes kPageHead,
@@ -20,6 +21,7 @@ endforeach()
 file(READ "${PAGE_DIR}/attention.html" page)
 file(READ "${PAGE_DIR}/attention.css" css)
 file(READ "${PAGE_DIR}/attention.js" js)
+file(READ "${PAGE_DIR}/decoding.js" decoding_js)
 
 # Fails unless `text` (from `file`) contains `marker` exactly once.
 function(require_once text marker file)
@@ -42,16 +44,19 @@ endfunction()
 
 set(css_marker "<link rel=\"stylesheet\" href=\"attention.css\">\n")
 set(js_marker "<script src=\"attention.js\"></script>")
+set(decoding_marker "<script src=\"decoding.js\"></script>")
 set(data_open "<script type=\"application/json\" id=\"attention-data\">")
 set(data_marker "${data_open}</script>")
-foreach(marker IN ITEMS "${css_marker}" "${js_marker}" "${data_marker}")
+foreach(marker IN ITEMS "${css_marker}" "${js_marker}" "${decoding_marker}" "${data_marker}")
   require_once("${page}" "${marker}" "${PAGE_DIR}/attention.html")
 endforeach()
 refuse_closing_tag("${css}" "</style" "${PAGE_DIR}/attention.css")
 refuse_closing_tag("${js}" "</script" "${PAGE_DIR}/attention.js")
+refuse_closing_tag("${decoding_js}" "</script" "${PAGE_DIR}/decoding.js")
 
 string(REPLACE "${css_marker}" "<style>\n${css}</style>\n" page "${page}")
 string(REPLACE "${js_marker}" "<script>\n${js}</script>" page "${page}")
+string(REPLACE "${decoding_marker}" "<script>\n${decoding_js}</script>" page "${page}")
 string(FIND "${page}" "${data_marker}" cut)
 string(LENGTH "${data_open}" open_length)
 math(EXPR cut "${cut} + ${open_length}")
