@@ -1,9 +1,6 @@
 // The anuvad-attention JSON document and its self-contained HTML viewer (attention_dump.h).
 #include "anuvad/inspect/attention_dump.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <utf8.h>
 
 #include <cerrno>
@@ -15,6 +12,7 @@
 #include <sstream>
 
 #include "anuvad/core/error.h"
+#include "anuvad/inspect/html_page.h"
 
 namespace anuvad {
 
@@ -209,41 +207,6 @@ class DumpChecker {
   const std::string& origin_;
 };
 
-// ---------------------------------------------------------------------------------------------
-// Files
-
-/// Writes `content` to a temporary file next to `path`, then renames it into place.
-void write_atomically(const std::string& path, const std::string& content) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
-  ::fchmod(fd, 0644);
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      throw IoError(path + ": write failed: " + why);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": write failed: " + why);
-  }
-  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": cannot rename the temporary file into place: " + why);
-  }
-}
-
 // The page: kPageHead, the JSON document, kPageTail, generated at build time from
 // src/inspect/page/attention.{html,css,js} by src/inspect/page/embed_page.cmake.
 #include "attention_page_embedded.h"
@@ -354,13 +317,7 @@ nlohmann::json read_attention_json(const std::string& path) {
   try {
     dump = json::parse(buf.str());
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const auto bracket = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-    if (what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos)
-      what = what.substr(bracket + 2);
-    for (char& c : what)
-      if (c == '\n' || c == '\r') c = ' ';
-    throw DataError(path + ": invalid JSON: " + what);
+    throw DataError(path + ": invalid JSON: " + json_error_text(e));
   }
   check_attention_dump(dump, path);
   return dump;
@@ -372,19 +329,7 @@ std::string attention_json_text(const nlohmann::json& dump) {
 
 std::string render_attention_html(const nlohmann::json& dump) {
   check_attention_dump(dump, "attention dump");
-  const std::string text = attention_json_text(dump);
-  std::string page = kPageHead;
-  page.reserve(page.size() + text.size() + text.size() / 50 + std::strlen(kPageTail));
-  // '<' only occurs inside JSON strings, where \u003c means the same character: the embedded
-  // document can then never close the <script> element or open a comment or another script.
-  for (char c : text) {
-    if (c == '<')
-      page += "\\u003c";
-    else
-      page += c;
-  }
-  page += kPageTail;
-  return page;
+  return page_with_json(kPageHead, attention_json_text(dump), kPageTail);
 }
 
 void write_attention_json(const std::string& path, const nlohmann::json& dump) {

@@ -1,0 +1,59 @@
+# Training report page tests (included by tests/CMakeLists.txt; docs/training-log.md "Report page").
+#   training_report_test  Catch2: reading the log (a write in progress skipped, faults naming the
+#                     file and line), hostile strings cannot break out of the page, atomic writes
+#   report.page       the page in headless Chromium (tests/browser/report_page_test.sh) on the log
+#                     of a tiny training with validation, interrupted and resumed: no script
+#                     errors, chart points = log events, best chrF/BLEU/cross-entropy marked, the
+#                     resume marked, config table; screenshots in ${CMAKE_BINARY_DIR}/report_page/
+#                     (report.png is docs/report.png). SKIPPED (exit 77) without /usr/bin/chromium.
+#   report.js_syntax  `node --check` on src/inspect/page/report.js; SKIPPED (exit 77) without node.
+#   report.cli_*      `anuvad report`: errors are one line naming the file (and line), exit 1.
+anuvad_add_test(training_report_test anuvad_core training_report_test.cpp)
+
+add_test(NAME report.page
+         COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/browser/report_page_test.sh $<TARGET_FILE:anuvad>
+                 ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json
+                 ${CMAKE_BINARY_DIR}/report_page)
+set_tests_properties(report.page PROPERTIES SKIP_RETURN_CODE 77 LABELS "report;browser" TIMEOUT 300)
+
+if(ANUVAD_NODE)  # found by tests/attention.cmake
+  add_test(NAME report.js_syntax COMMAND ${ANUVAD_NODE} --check ${PROJECT_SOURCE_DIR}/src/inspect/page/report.js)
+else()
+  add_test(NAME report.js_syntax COMMAND sh -c "echo 'node not found (Debian: nodejs)'; exit 77")
+endif()
+set_tests_properties(report.js_syntax PROPERTIES SKIP_RETURN_CODE 77 LABELS report TIMEOUT 30)
+
+# The wrapper prints "anuvad exit status N end" after the merged output.
+set(ANUVAD_REPORT_RUN [=["$0" "$@" 2>&1; echo "anuvad exit status $? end"]=])
+function(anuvad_report_cli_test name regex)
+  add_test(NAME report.cli_${name}
+           COMMAND sh -c "${ANUVAD_REPORT_RUN}" $<TARGET_FILE:anuvad> report ${ARGN}
+           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+  set_tests_properties(report.cli_${name} PROPERTIES
+    PASS_REGULAR_EXPRESSION "${regex}"
+    FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|Aborted|core dumped"
+    LABELS "report;cli"
+    TIMEOUT 20)
+endfunction()
+set(never ${CMAKE_BINARY_DIR}/report_never_written.html)
+anuvad_report_cli_test(help "--from.*--html.*anuvad exit status 0 end" --help)
+anuvad_report_cli_test(missing_file
+  "^anuvad: error: /nonexistent\\.jsonl: cannot open[^\n]*\nanuvad exit status 1 end"
+  --from /nonexistent.jsonl --html ${never})
+anuvad_report_cli_test(empty_log
+  "^anuvad: error: [^\n]*tests/data/report/empty\\.jsonl: no events \\(empty training log\\)\nanuvad exit status 1 end"
+  --from ${CMAKE_CURRENT_SOURCE_DIR}/data/report/empty.jsonl --html ${never})
+# tests/data/report/corrupt.jsonl: a start and a train event, a line cut short, a train event.
+anuvad_report_cli_test(corrupt_line
+  "^anuvad: error: [^\n]*tests/data/report/corrupt\\.jsonl:3: invalid JSON: parse error at line 1[^\n]*\nanuvad exit status 1 end"
+  --from ${CMAKE_CURRENT_SOURCE_DIR}/data/report/corrupt.jsonl --html ${never})
+anuvad_report_cli_test(not_a_log
+  "^anuvad: error: [^\n]*tests/data/cli/tiny_config\\.json:1: invalid JSON[^\n]*\nanuvad exit status 1 end"
+  --from ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json --html ${never})
+anuvad_report_cli_test(unwritable_html
+  "^anuvad: error: /nonexistent-dir/r\\.html: cannot create a temporary file[^\n]*\nanuvad exit status 1 end"
+  --from ${CMAKE_CURRENT_SOURCE_DIR}/data/report/tiny.log.jsonl --html /nonexistent-dir/r.html)
+# tests/data/report/tiny.log.jsonl: the log of a 4-update training of tests/data/cli/tiny.tsv
+# validated every 2 updates (paths under the model's folder rewritten to models/).
+anuvad_report_cli_test(tiny "tiny\\.log\\.jsonl: 8 event\\(s\\) → [^\n]*report_tiny\\.html\nanuvad exit status 0 end"
+  --from ${CMAKE_CURRENT_SOURCE_DIR}/data/report/tiny.log.jsonl --html ${CMAKE_BINARY_DIR}/report_tiny.html)
