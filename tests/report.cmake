@@ -57,3 +57,27 @@ anuvad_report_cli_test(unwritable_html
 # validated every 2 updates (paths under the model's folder rewritten to models/).
 anuvad_report_cli_test(tiny "tiny\\.log\\.jsonl: 8 event\\(s\\) → [^\n]*report_tiny\\.html\nanuvad exit status 0 end"
   --from ${CMAKE_CURRENT_SOURCE_DIR}/data/report/tiny.log.jsonl --html ${CMAKE_BINARY_DIR}/report_tiny.html)
+
+# `anuvad train` writes the page next to its log at the end (and at every validation): the
+# default <stem>.report.html, next to --log-json FILE, --report-html FILE, none with
+# --no-report-html. (What is on the page: report.page.)
+set(dir ${CMAKE_BINARY_DIR}/report_train)
+add_test(NAME report.train_writes_page
+  COMMAND sh -c [=[
+set -e; anuvad=$0; dir=$1; shift
+rm -rf "$dir"; mkdir -p "$dir"
+"$anuvad" train "$@" -m "$dir/a.safetensors"
+grep -q 'id="report-data">{"events":\[{' "$dir/a.report.html"
+"$anuvad" train "$@" -m "$dir/b.safetensors" --log-json "$dir/b.jsonl" --no-valid
+grep -q '"valid_sets":\[\]' "$dir/b.report.html"
+"$anuvad" train "$@" -m "$dir/c.safetensors" --report-html "$dir/c.html"
+test -s "$dir/c.html" && test ! -e "$dir/c.report.html"
+"$anuvad" train "$@" -m "$dir/d.safetensors" --no-report-html
+test -s "$dir/d.log.jsonl" && test ! -e "$dir/d.report.html"
+echo "report pages written: a.report.html b.report.html (--log-json b.jsonl) c.html, none for --no-report-html"]=]
+    $<TARGET_FILE:anuvad> ${dir} -t ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv
+    --valid-sets ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv -c ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json
+    --batch-tokens 60 --src-vocab-size 60 --tgt-vocab-size 80 --after-steps 3 --valid-freq 2 -q --cpu-threads 1 --no-resume)
+set_tests_properties(report.train_writes_page PROPERTIES
+  PASS_REGULAR_EXPRESSION "report pages written"
+  LABELS "report;cli" TIMEOUT 60)
