@@ -7,7 +7,7 @@
 #                     resume marked, config table; screenshots in ${CMAKE_BINARY_DIR}/report_page/
 #                     (report.png is docs/report.png). SKIPPED (exit 77) without /usr/bin/chromium.
 #   report.js_syntax  `node --check` on src/inspect/page/report.js; SKIPPED (exit 77) without node.
-#   report.cli_*      `anuvad report`: errors are one line naming the file (and line), exit 1.
+#   cli.report_*     `anuvad report`: errors are one line naming the file (and line), exit 1.
 anuvad_add_test(training_report_test anuvad_core training_report_test.cpp)
 
 add_test(NAME report.page
@@ -23,17 +23,11 @@ else()
 endif()
 set_tests_properties(report.js_syntax PROPERTIES SKIP_RETURN_CODE 77 LABELS report TIMEOUT 30)
 
-# The wrapper prints "anuvad exit status N end" after the merged output.
-set(ANUVAD_REPORT_RUN [=["$0" "$@" 2>&1; echo "anuvad exit status $? end"]=])
+# anuvad_report_cli_test(NAME REGEX ARGS...): cli.report_NAME, `anuvad report ARGS...` through
+# anuvad_cli_test (tests/cli.cmake: REGEX sees the merged output, then "anuvad exit status N end").
 function(anuvad_report_cli_test name regex)
-  add_test(NAME report.cli_${name}
-           COMMAND sh -c "${ANUVAD_REPORT_RUN}" $<TARGET_FILE:anuvad> report ${ARGN}
-           WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
-  set_tests_properties(report.cli_${name} PROPERTIES
-    PASS_REGULAR_EXPRESSION "${regex}"
-    FAIL_REGULAR_EXPRESSION "terminate called|Segmentation fault|Aborted|core dumped"
-    LABELS "report;cli"
-    TIMEOUT 20)
+  anuvad_cli_test(report_${name} "${regex}" report ${ARGN})
+  set_tests_properties(cli.report_${name} PROPERTIES LABELS "report;cli")
 endfunction()
 set(never ${CMAKE_BINARY_DIR}/report_never_written.html)
 anuvad_report_cli_test(help "--from.*--html.*anuvad exit status 0 end" --help)

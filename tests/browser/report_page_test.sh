@@ -13,11 +13,7 @@
 # copied to docs/report.png). Exits 77 (CTest: skipped) when Chromium is absent.
 set -uo pipefail
 
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$CHROMIUM" ]; then
-  echo "SKIPPED: $CHROMIUM not found; install it to run the page test (Debian: apt-get install chromium)"
-  exit 77
-fi
+. "$(dirname "$0")/chromium.sh"  # skips without Chromium; profile, fail, chrome
 if [ $# -ne 4 ]; then
   echo "usage: $0 ANUVAD_EXE CORPUS.tsv CONFIG.json OUT_DIR" >&2
   exit 2
@@ -27,10 +23,6 @@ corpus=$2
 config=$3
 out=$4
 rm -rf "$out" && mkdir -p "$out" || exit 1
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 # --- the log: a run with validation, interrupted by SIGINT, then resumed to the end ----------
 train=("$anuvad" train --train-sets "$corpus" --valid-sets "$corpus" -c "$config" --batch-tokens 60
@@ -77,11 +69,6 @@ print(sum(e["event"] == "train" for e in events), len(valid),
 EOF
 }
 
-chrome() {  # chrome EXTRA_ARGS... URL — stdout: the DOM; stderr: the browser log
-  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --disable-component-update --disable-sync --no-first-run --no-default-browser-check \
-    --user-data-dir="$profile" --enable-logging=stderr --v=0 --virtual-time-budget=5000 "$@"
-}
 # load NAME PAGE HASH: dumps the DOM to OUT_DIR/NAME.dom.html; fails unless #status says ok.
 load() {
   local name=$1 page=$2 hash=$3 status
