@@ -22,7 +22,6 @@
   const EV = ALL.slice(first);
   const of = (kind) => EV.filter((e) => e.event === kind);
   const TRAIN = of("train"), VALID = of("valid"), STARTS = of("start"), ERRORS = of("error");
-  const ENDS = of("end");
   const LAST = EV[EV.length - 1];
   const RESUMES = STARTS.filter((s) => s.resumed_from_step > 0).map((s) => s.resumed_from_step);
   const metricSeries = (name) =>
