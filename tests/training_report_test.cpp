@@ -53,7 +53,7 @@ std::string embedded_json(const std::string& page) {
 
 }  // namespace
 
-TEST_CASE("read_training_log: events in file order; a write in progress is skipped", "[report]") {
+TEST_CASE("read_training_log: events in file order, a write in progress skipped", "[report]") {
   TempDir dir;
   const std::string path = dir.file("run.log.jsonl");
   write_file(path, kStart + "\n" + kTrain + "\n\n" + kValid + "\n" + R"({"event":"tra)");
