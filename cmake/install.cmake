@@ -37,6 +37,7 @@ set(ANUVAD_MAN_PAGES
   "score" "score translations by forced decoding"
   "evaluate" "translate a test corpus and compute BLEU, chrF2, chrF2++ and exact match"
   "attention" "render an attention dump as a self-contained HTML page"
+  "report" "render a structured training log as a self-contained HTML report page"
   "average" "average the weights of compatible models")
 find_program(HELP2MAN help2man)
 set(ANUVAD_MAN_DIR ${PROJECT_BINARY_DIR}/man)

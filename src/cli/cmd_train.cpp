@@ -28,6 +28,8 @@ struct TrainFlags {
   TrainArgs args;
   bool dump_config = false;
   bool require_checkpoint = false;  ///< --resume: a checkpoint must exist
+  std::string report_html;          ///< --report-html ("" = next to the log)
+  bool no_report_html = false;      ///< --no-report-html
   std::string exponential_smoothing;  ///< as given ("" or "true" = Marian's default 1e-4)
   CLI::Option* smoothing_opt = nullptr;
   /// -t, --valid-sets, --no-valid: when none is given, the corpus may come from an install.
@@ -175,7 +177,8 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
           ->type_name("[DECAY]");
 }
 
-/// --dump-config, -q, --log-json, --save-freq, --no-resume, --resume.
+/// --dump-config, -q, --log-json, --report-html, --no-report-html, --save-freq, --no-resume,
+/// --resume.
 void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
@@ -184,6 +187,11 @@ void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("--log-json", opts->log_json,
                   "Structured training log, one JSON object per event (docs/training-log.md); "
                   "default: <stem>.log.jsonl next to the model");
+  sub->add_option("--report-html", flags.report_html,
+                  "Training report page, rewritten at every validation and at the end "
+                  "(docs/training-log.md \"Report page\"); default: next to the log, "
+                  "<stem>.report.html");
+  sub->add_flag("--no-report-html", flags.no_report_html, "Do not write the training report page");
   sub->add_option("--save-freq", opts->save_freq,
                   "Write a resumable checkpoint (<stem>.checkpoint.safetensors) every N updates "
                   "(0 = only on SIGINT/SIGTERM/SIGHUP)")
@@ -245,7 +253,9 @@ void run_train(const TrainFlags& flags) {
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
-  const TrainResult r = train(resolved);
+  TrainOptions run = resolved;
+  if (!flags.no_report_html) run.on_log_event = report_page_writer(flags.report_html);
+  const TrainResult r = train(run);
   if (r.interrupted) exit_code() = 130;
 }
 

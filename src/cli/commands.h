@@ -3,6 +3,10 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <functional>
+#include <string>
 
 #include "anuvad/decode/decode.h"
 
@@ -19,6 +23,15 @@ void setup_evaluate(CLI::App& app);
 void setup_attention(CLI::App& app);
 /// `anuvad average`: element-wise mean of the weights of compatible models.
 void setup_average(CLI::App& app);
+/// `anuvad report`: renders a structured training log as an HTML page.
+void setup_report(CLI::App& app);
+
+/// The TrainOptions::on_log_event of `anuvad train`: at every "valid", "end" and "error" event,
+/// re-reads the log and writes its report page atomically to `report_path` ("" =
+/// training_report_path of the log). A failure is logged once as a warning and never stops
+/// training.
+std::function<void(const nlohmann::json& event, const std::string& log_path)> report_page_writer(
+    std::string report_path);
 
 /// Binds the search flags shared by translate and evaluate to `opts`: -b/--beam-size,
 /// -n/--normalize, --word-penalty, --max-length-factor, --max-length, --allow-unk.

@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
 
-  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average)",
+  CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average, report)",
                "anuvad"};
   app.set_version_flag("--version", std::function<std::string()>(anuvad::cli::version_text),
                        "Print the version, git revision and build features and exit");
@@ -31,6 +31,7 @@ int main(int argc, char** argv) {
   anuvad::cli::setup_evaluate(app);
   anuvad::cli::setup_attention(app);
   anuvad::cli::setup_average(app);
+  anuvad::cli::setup_report(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "anuvad/core/error.h"
+#include "anuvad/inspect/html_page.h"
 #include "dump_support.h"
 
 namespace anuvad {
@@ -16,7 +17,6 @@ namespace {
 using nlohmann::json;
 using inspect_detail::round_sig;
 using inspect_detail::valid_utf8;
-using inspect_detail::write_atomically;
 
 // ---------------------------------------------------------------------------------------------
 // Building the document
@@ -301,13 +301,7 @@ nlohmann::json read_attention_json(const std::string& path) {
   try {
     dump = json::parse(buf.str());
   } catch (const json::parse_error& e) {
-    std::string what = e.what();
-    const auto bracket = what.find("] ");  // drop nlohmann's "[json.exception.parse_error.101] "
-    if (what.rfind("[json.exception", 0) == 0 && bracket != std::string::npos)
-      what = what.substr(bracket + 2);
-    for (char& c : what)
-      if (c == '\n' || c == '\r') c = ' ';
-    throw DataError(path + ": invalid JSON: " + what);
+    throw DataError(path + ": invalid JSON: " + json_error_text(e));
   }
   check_attention_dump(dump, path);
   return dump;
@@ -319,19 +313,7 @@ std::string attention_json_text(const nlohmann::json& dump) {
 
 std::string render_attention_html(const nlohmann::json& dump) {
   check_attention_dump(dump, "attention dump");
-  const std::string text = attention_json_text(dump);
-  std::string page = kPageHead;
-  page.reserve(page.size() + text.size() + text.size() / 50 + std::strlen(kPageTail));
-  // '<' only occurs inside JSON strings, where \u003c means the same character: the embedded
-  // document can then never close the <script> element or open a comment or another script.
-  for (char c : text) {
-    if (c == '<')
-      page += "\\u003c";
-    else
-      page += c;
-  }
-  page += kPageTail;
-  return page;
+  return page_with_json(kPageHead, attention_json_text(dump), kPageTail);
 }
 
 void write_attention_json(const std::string& path, const nlohmann::json& dump) {

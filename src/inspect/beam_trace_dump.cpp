@@ -2,6 +2,7 @@
 #include "anuvad/inspect/beam_trace_dump.h"
 
 #include "anuvad/core/error.h"
+#include "anuvad/inspect/html_page.h"
 #include "dump_support.h"
 
 namespace anuvad {
@@ -108,7 +109,7 @@ nlohmann::json make_beam_trace_dump(const ModelConfig& cfg, const DecodeOptions&
 }
 
 void write_beam_trace_json(const std::string& path, const nlohmann::json& dump) {
-  inspect_detail::write_atomically(path, dump.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
+  write_atomically(path, dump.dump(-1, ' ', false, json::error_handler_t::replace) + "\n");
 }
 
 }  // namespace anuvad

@@ -1,16 +1,11 @@
 // Helpers shared by the attention dump and the beam trace (dump_support.h).
 #include "dump_support.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 #include <utf8.h>
 
-#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 
 #include "anuvad/core/error.h"
 
@@ -40,38 +35,6 @@ std::string valid_utf8(const std::string& s) {
   std::string out;
   utf8::replace_invalid(s.begin(), s.end(), std::back_inserter(out));
   return out;
-}
-
-/// Writes `content` to a temporary file next to `path`, then renames it into place.
-void write_atomically(const std::string& path, const std::string& content) {
-  std::string tmpl = path + ".tmp.XXXXXX";
-  const int fd = ::mkstemp(tmpl.data());
-  if (fd < 0) throw IoError(path + ": cannot create a temporary file: " + std::strerror(errno));
-  ::fchmod(fd, 0644);
-  const char* p = content.data();
-  size_t left = content.size();
-  while (left > 0) {
-    const ssize_t n = ::write(fd, p, left);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const std::string why = std::strerror(errno);
-      ::close(fd);
-      ::unlink(tmpl.c_str());
-      throw IoError(path + ": write failed: " + why);
-    }
-    p += n;
-    left -= static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": write failed: " + why);
-  }
-  if (std::rename(tmpl.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    ::unlink(tmpl.c_str());
-    throw IoError(path + ": cannot rename the temporary file into place: " + why);
-  }
 }
 
 nlohmann::json decoding_json(const DecodeOptions& opts) {

@@ -1,5 +1,6 @@
 // Helpers of the JSON documents of src/inspect (attention dump, beam trace): rounded numbers,
-// valid UTF-8 strings and atomic file writes. Private to src/inspect.
+// valid UTF-8 strings and the decoding options (atomic writes: anuvad/inspect/html_page.h).
+// Private to src/inspect.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -16,10 +17,6 @@ nlohmann::json round_sig(double x, int digits);
 
 /// `s` with every invalid UTF-8 sequence replaced by U+FFFD.
 std::string valid_utf8(const std::string& s);
-
-/// Writes `content` to a temporary file next to `path` (fsynced), then renames it into place.
-/// Throws IoError naming the file.
-void write_atomically(const std::string& path, const std::string& content);
 
 /// The "decoding" object of a document: the options translations were produced with.
 nlohmann::json decoding_json(const DecodeOptions& opts);

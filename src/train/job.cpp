@@ -216,9 +216,13 @@ TrainResult train(const TrainOptions& opts) {
   // The structured log: appended to when resuming, so one file tells the whole run.
   TrainingLog log(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
                   job.resume ? job.resume->step : 0);
-  log.write(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
+  const auto emit = [&log, &opts](const nlohmann::json& event) {
+    log.write(event);
+    if (opts.on_log_event) opts.on_log_event(event, log.path());
+  };
+  emit(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
-  hooks.log = [&log](const nlohmann::json& event) { log.write(event); };
+  hooks.log = emit;
   hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
   hooks.valid_text = &valid_refs;
   hooks.checkpoint = [&](const TrainState& st) {
@@ -229,10 +233,10 @@ TrainResult train(const TrainOptions& opts) {
   try {
     r = fit(*job.model, train_examples, valid_examples, opts, hooks);
   } catch (const Error& e) {
-    log.write({{"event", "error"}, {"message", e.what()}});
+    emit({{"event", "error"}, {"message", e.what()}});
     throw;
   }
-  log.write(end_event(r, opts.model_path, ckpt));
+  emit(end_event(r, opts.model_path, ckpt));
   if (r.interrupted) {
     spdlog::warn("interrupted after step {}: model saved to {}, checkpoint to {}; run the same command "
                  "again to continue", r.steps, opts.model_path, ckpt);

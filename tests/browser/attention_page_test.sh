@@ -14,11 +14,7 @@
 # skipped) when Chromium is absent.
 set -uo pipefail
 
-CHROMIUM=${CHROMIUM:-/usr/bin/chromium}
-if [ ! -x "$CHROMIUM" ]; then
-  echo "SKIPPED: $CHROMIUM not found; install it to run the page test (Debian: apt-get install chromium)"
-  exit 77
-fi
+. "$(dirname "$0")/chromium.sh"  # skips without Chromium; profile, fail, chrome
 if [ $# -ne 3 ] && [ $# -ne 4 ]; then
   echo "usage: $0 FIXTURE_EXE ANUVAD_EXE OUT_DIR [MODEL]" >&2
   exit 2
@@ -28,10 +24,6 @@ anuvad=$2
 out=$3
 model=${4:-}
 mkdir -p "$out" || exit 1
-profile=$(mktemp -d)
-trap 'rm -rf "$profile"' EXIT
-failures=0
-fail() { echo "FAIL: $*"; failures=$((failures + 1)); }
 
 sizes=$("$fixture" "$out/attention_page.json") || { echo "FAIL: $fixture did not write a dump"; exit 1; }
 read -r enc dec heads T S n_sentences <<<"$sizes"
@@ -39,12 +31,6 @@ echo "dump: $enc encoder + $dec decoder layers, $heads heads, sentence 0: T=$T S
 "$anuvad" attention --from "$out/attention_page.json" --html "$out/attention_page.html" ||
   { echo "FAIL: anuvad attention"; exit 1; }
 page="file://$out/attention_page.html"
-
-chrome() {  # chrome EXTRA_ARGS... URL — stdout: the DOM; stderr: the browser log
-  timeout 120 "$CHROMIUM" --headless --no-sandbox --disable-gpu --disable-background-networking \
-    --disable-component-update --disable-sync --no-first-run --no-default-browser-check \
-    --user-data-dir="$profile" --enable-logging=stderr --v=0 --virtual-time-budget=5000 "$@"
-}
 
 # load NAME HASH: dumps the DOM to OUT_DIR/NAME.html and prints the #status element.
 load() {

@@ -68,6 +68,10 @@ struct TrainOptions {
   std::string log_json;
   /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
   std::function<void(int64_t step)> on_step;
+  /// Called with every event of the structured log after it is written and flushed, with the
+  /// log's path (`anuvad train` redraws the report page from it at "valid", "end" and "error").
+  /// An exception it throws stops training like any error of the run.
+  std::function<void(const nlohmann::json& event, const std::string& log_path)> on_log_event;
 };
 
 /// Where a TrainOptions field shows besides the run itself (bit flags of TrainOptionField::use).

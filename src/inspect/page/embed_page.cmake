@@ -1,15 +1,17 @@
-# Turns the attention viewer page into a C++ header (run at build time by the custom command in
+# Turns a page of this folder into a C++ header (run at build time by the custom commands in
 # CMakeLists.txt, again whenever a page file or this script changes):
-#   cmake -DPAGE_DIR=src/inspect/page -DOUT=build/generated/attention_page_embedded.h -P embed_page.cmake
-# PAGE_DIR/attention.html is the page with four markers, each exactly once, on lines of their own:
-#   <link rel="stylesheet" href="attention.css">  becomes <style>, attention.css, </style>;
-#   <script src="attention.js"></script>          becomes <script>, attention.js, </script>;
-#   <script src="decoding.js"></script>           likewise (the decoding view, loaded first);
-#   <script type="application/json" id="attention-data"></script>  is where the page is cut:
+#   cmake -DPAGE_DIR=src/inspect/page -DPAGE=attention -DOUT=build/generated/attention_page_embedded.h -P embed_page.cmake
+# PAGE (default attention; also report) names the files PAGE.html, PAGE.css and PAGE.js.
+# PAGE_DIR/PAGE.html is the page with these markers, each exactly once, on lines of their own:
+#   <link rel="stylesheet" href="PAGE.css">  becomes <style>, PAGE.css, </style>;
+#   <script src="PAGE.js"></script>          becomes <script>, PAGE.js, </script>;
+#   <script src="X.js"></script>             likewise for each X of PAGE's extra scripts (the
+#                                            attention page: decoding.js, the decoding view);
+#   <script type="application/json" id="PAGE-data"></script>  is where the page is cut:
 # OUT defines kPageHead (up to and including that opening tag) and kPageTail (from its </script>),
-# raw string literals whose delimiter occurs in neither; render_attention_html() writes kPageHead,
-# the JSON document, kPageTail. Stops with an error naming the file when a marker is missing or
-# doubled, or when the CSS or the script would close its own element early.
+# raw string literals whose delimiter occurs in neither; the render function writes kPageHead,
+# the JSON document with every '<' escaped, kPageTail. Stops with an error naming the file when a
+# marker is missing or doubled, or when the CSS or the script would close its own element early.
 cmake_minimum_required(VERSION 3.16)
 
 foreach(var PAGE_DIR OUT)
@@ -17,11 +19,17 @@ foreach(var PAGE_DIR OUT)
     message(FATAL_ERROR "embed_page.cmake: -D${var}=... is required")
   endif()
 endforeach()
+if(NOT DEFINED PAGE)
+  set(PAGE attention)
+endif()
 
-file(READ "${PAGE_DIR}/attention.html" page)
-file(READ "${PAGE_DIR}/attention.css" css)
-file(READ "${PAGE_DIR}/attention.js" js)
-file(READ "${PAGE_DIR}/decoding.js" decoding_js)
+file(READ "${PAGE_DIR}/${PAGE}.html" page)
+file(READ "${PAGE_DIR}/${PAGE}.css" css)
+file(READ "${PAGE_DIR}/${PAGE}.js" js)
+set(extra_scripts "")
+if(PAGE STREQUAL "attention")
+  set(extra_scripts decoding)
+endif()
 
 # Fails unless `text` (from `file`) contains `marker` exactly once.
 function(require_once text marker file)
@@ -42,21 +50,25 @@ function(refuse_closing_tag text closing file)
   endif()
 endfunction()
 
-set(css_marker "<link rel=\"stylesheet\" href=\"attention.css\">\n")
-set(js_marker "<script src=\"attention.js\"></script>")
-set(decoding_marker "<script src=\"decoding.js\"></script>")
-set(data_open "<script type=\"application/json\" id=\"attention-data\">")
+set(css_marker "<link rel=\"stylesheet\" href=\"${PAGE}.css\">\n")
+set(js_marker "<script src=\"${PAGE}.js\"></script>")
+set(data_open "<script type=\"application/json\" id=\"${PAGE}-data\">")
 set(data_marker "${data_open}</script>")
-foreach(marker IN ITEMS "${css_marker}" "${js_marker}" "${decoding_marker}" "${data_marker}")
-  require_once("${page}" "${marker}" "${PAGE_DIR}/attention.html")
+foreach(marker IN ITEMS "${css_marker}" "${js_marker}" "${data_marker}")
+  require_once("${page}" "${marker}" "${PAGE_DIR}/${PAGE}.html")
 endforeach()
-refuse_closing_tag("${css}" "</style" "${PAGE_DIR}/attention.css")
-refuse_closing_tag("${js}" "</script" "${PAGE_DIR}/attention.js")
-refuse_closing_tag("${decoding_js}" "</script" "${PAGE_DIR}/decoding.js")
+refuse_closing_tag("${css}" "</style" "${PAGE_DIR}/${PAGE}.css")
+refuse_closing_tag("${js}" "</script" "${PAGE_DIR}/${PAGE}.js")
+foreach(extra IN LISTS extra_scripts)
+  file(READ "${PAGE_DIR}/${extra}.js" extra_js)
+  set(extra_marker "<script src=\"${extra}.js\"></script>")
+  require_once("${page}" "${extra_marker}" "${PAGE_DIR}/${PAGE}.html")
+  refuse_closing_tag("${extra_js}" "</script" "${PAGE_DIR}/${extra}.js")
+  string(REPLACE "${extra_marker}" "<script>\n${extra_js}</script>" page "${page}")
+endforeach()
 
 string(REPLACE "${css_marker}" "<style>\n${css}</style>\n" page "${page}")
 string(REPLACE "${js_marker}" "<script>\n${js}</script>" page "${page}")
-string(REPLACE "${decoding_marker}" "<script>\n${decoding_js}</script>" page "${page}")
 string(FIND "${page}" "${data_marker}" cut)
 string(LENGTH "${data_open}" open_length)
 math(EXPR cut "${cut} + ${open_length}")
@@ -77,7 +89,7 @@ while(1)
 endwhile()
 
 file(WRITE "${OUT}"
-  "// Generated by src/inspect/page/embed_page.cmake from src/inspect/page/attention.{html,css,js}:\n"
-  "// do not edit. Included by src/inspect/attention_dump.cpp inside an anonymous namespace.\n"
+  "// Generated by src/inspect/page/embed_page.cmake from src/inspect/page/${PAGE}.{html,css,js}:\n"
+  "// do not edit. Included by the page's render function inside an anonymous namespace.\n"
   "const char* const kPageHead = R\"${delim}(${head})${delim}\";\n\n"
   "const char* const kPageTail = R\"${delim}(${tail})${delim}\";\n")
