@@ -9,11 +9,13 @@
 #include <memory>
 #include <optional>
 
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/text/corpus.h"
+#include "anuvad/train/replicas.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/train/training_log.h"
 
@@ -54,17 +56,22 @@ struct JobModel {
 
 /// The checkpoint `ckpt` when there is one and opts.resume (removed with --no-resume; refused
 /// with a DataError when a training corpus file no longer has its hash in `hashes`); else
-/// tokenizers trained on the corpus and opts.model with their vocabulary sizes.
+/// tokenizers trained on the corpus and opts.model with their vocabulary sizes. Under mpirun,
+/// rank 0's checkpoint or tokenizers on every rank (train/replicas.h).
 JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerprint,
                          const nlohmann::json& hashes, const std::string& ckpt,
                          const CorpusText& corpus) {
   JobModel j;
   j.cfg = opts.model;
-  if (std::filesystem::exists(ckpt) && !opts.resume) {
+  if (is_root_rank() && std::filesystem::exists(ckpt) && !opts.resume) {
     spdlog::info("--no-resume: removing the checkpoint {} and starting over", ckpt);
     std::filesystem::remove(ckpt);
-  } else if (std::filesystem::exists(ckpt)) {
-    Checkpoint c = read_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
+  }
+  // Under mpirun, rank 0 decides and every rank gets its checkpoint or its tokenizers.
+  std::string resuming = is_root_rank() && std::filesystem::exists(ckpt) ? "resume" : "";
+  broadcast(resuming);
+  if (!resuming.empty()) {
+    Checkpoint c = broadcast_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
     if (c.corpus_hashes.is_null())
       spdlog::warn("{} predates corpus hashes: resuming without checking that the corpus is unchanged", ckpt);
     check_corpus_unchanged(c.corpus_hashes, hashes, ckpt);
@@ -77,10 +84,13 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
     j.resume = std::move(c.state);
     return j;
   }
-  j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(
-      corpus.src, {opts.src_vocab_size, "unigram", "source vocabulary (--src-vocab-size)"}));
-  j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(
-      corpus.tgt, {opts.tgt_vocab_size, "unigram", "target vocabulary (--tgt-vocab-size)"}));
+  if (is_root_rank()) {
+    j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+        corpus.src, {opts.src_vocab_size, "unigram", "source vocabulary (--src-vocab-size)"}));
+    j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+        corpus.tgt, {opts.tgt_vocab_size, "unigram", "target vocabulary (--tgt-vocab-size)"}));
+  }
+  broadcast_tokenizers(j.src_tok, j.tgt_tok);
   j.cfg.src_vocab_size = j.src_tok->vocab_size();
   j.cfg.tgt_vocab_size = j.tgt_tok->vocab_size();
   j.cfg.validate();
@@ -122,6 +132,10 @@ void log_summary(const TrainOptions& opts, const TrainResult& r) {
     spdlog::info("packed batches: {} real tokens; a padded layout would have computed {} ({:.1f} % padding)",
                  r.real_tokens, r.padded_tokens,
                  100.0 * double(r.padded_tokens - r.real_tokens) / double(r.padded_tokens));
+  if (r.ranks > 1 && r.steps > 0)
+    spdlog::info("data parallelism: {} shards per update; gradient allreduce of {:.2f} MB: {:.2f} ms per update, "
+                 "{:.1f} % of the run", r.ranks, double(r.gradient_bytes) / 1e6, 1e3 * r.allreduce_seconds / double(r.steps),
+                 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9));
   for (const auto& m : opts.valid_metrics) {
     const auto it = r.best_valid.find(m);
     if (it == r.best_valid.end()) continue;
@@ -157,6 +171,8 @@ std::string best_model_path(const std::string& model_path, const std::string& me
 
 TrainResult train(const TrainOptions& opts) {
   configure_threads(opts.cpu_threads);
+  spdlog::info("processes: {} rank{} × {} threads{}", world_size(), world_size() > 1 ? "s" : "",
+               omp_get_max_threads(), world_size() > 1 ? " (Open MPI, synchronous data parallelism)" : "");
   const CorpusText corpus = read_corpora(opts);
   // Check the output location before spending minutes on training.
   const std::filesystem::path model_dir = std::filesystem::path(opts.model_path).parent_path();
@@ -185,6 +201,7 @@ TrainResult train(const TrainOptions& opts) {
   if (!job.model) {
     job.model = std::make_unique<Transformer>(cfg);
     job.model->init_parameters(opts.seed);
+    broadcast_weights(job.model->params());  // every replica starts from rank 0's weights
   }
   spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
@@ -196,14 +213,18 @@ TrainResult train(const TrainOptions& opts) {
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 
   // The structured log: appended to when resuming, so one file tells the whole run.
-  TrainingLog log(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
-                  job.resume ? job.resume->step : 0);
-  log.write(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
+  // Under mpirun, rank 0 alone writes it, the checkpoints and the models.
+  const bool root = is_root_rank();
+  std::optional<TrainingLog> log;
+  if (root) log.emplace(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
+                        job.resume ? job.resume->step : 0);
+  const auto write_log = [&log](const nlohmann::json& event) { if (log) log->write(event); };
+  write_log(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
-  hooks.log = [&log](const nlohmann::json& event) { log.write(event); };
-  hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
+  if (root) hooks.log = write_log;
+  if (root) hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
   hooks.valid_text = &valid_refs;
-  hooks.checkpoint = [&](const TrainState& st) {
+  if (root) hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };
   hooks.resume = job.resume ? &*job.resume : nullptr;
@@ -211,16 +232,16 @@ TrainResult train(const TrainOptions& opts) {
   try {
     r = fit(*job.model, train_examples, valid_examples, opts, hooks);
   } catch (const Error& e) {
-    log.write({{"event", "error"}, {"message", e.what()}});
+    write_log({{"event", "error"}, {"message", e.what()}});
     throw;
   }
-  log.write(end_event(r, r.interrupted ? ckpt : opts.model_path));
+  write_log(end_event(r, r.interrupted ? ckpt : opts.model_path));
   if (r.interrupted) {
     spdlog::warn("interrupted after step {}: checkpoint saved to {}; run the same command again to continue",
                  r.steps, ckpt);
     return r;
   }
-  std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
+  if (root) std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
   log_summary(opts, r);
   return r;
 }
