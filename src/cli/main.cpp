@@ -22,7 +22,7 @@ int main(int argc, char** argv) {
   auto logger = spdlog::stderr_color_mt("anuvad");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
-  if (!anuvad::is_root_rank()) spdlog::set_level(spdlog::level::warn);
+  if (!anuvad::is_root_rank()) spdlog::set_level(spdlog::level::err);
 
   CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average)",
                "anuvad"};
