@@ -78,6 +78,24 @@ void broadcast(std::string& bytes) {
   broadcast_impl(bytes.data(), bytes.size(), MPI_CHAR);
 }
 
+std::vector<std::string> gather_to_root(const std::string& bytes) {
+  if (g_size <= 1) return {bytes};
+  int size = static_cast<int>(bytes.size());
+  std::vector<int> sizes(static_cast<size_t>(g_size)), offsets(static_cast<size_t>(g_size), 0);
+  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
+  std::string all;
+  if (g_rank == 0) {
+    for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
+    all.resize(static_cast<size_t>(offsets.back() + sizes.back()));
+  }
+  MPI_Gatherv(bytes.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  if (g_rank == 0)
+    for (size_t r = 0; r < sizes.size(); ++r) out.push_back(all.substr(static_cast<size_t>(offsets[r]), static_cast<size_t>(sizes[r])));
+  return out;
+}
+
 bool any_true(bool flag) {
   if (g_size <= 1) return flag;
   int v = flag ? 1 : 0;
@@ -107,6 +125,7 @@ void allreduce_sum(double*, size_t) {}
 void broadcast(float*, size_t) {}
 void broadcast(double*, size_t) {}
 void broadcast(std::string&) {}
+std::vector<std::string> gather_to_root(const std::string& bytes) { return {bytes}; }
 bool any_true(bool flag) { return flag; }
 bool same_on_all_ranks(uint64_t) { return true; }
 void abort_all_ranks(int) {}

@@ -7,7 +7,9 @@
 #     of a plain 1-process run's with the same seed, batches and data;
 #  3. a 2-rank run whose rank 1 gets SIGTERM mid-training stops on both ranks (exit 130, a
 #     checkpoint from rank 0); resuming it with 2 ranks, and a copy of its checkpoint with one
-#     process (--simulate-ranks 2), both finish with a model byte-identical to A.
+#     process (--simulate-ranks 2), both finish with a model byte-identical to A;
+#  4. `mpirun -np 2 anuvad evaluate` (mini-batches dealt out to the ranks) prints the scores and
+#     writes the translations byte-identical to one process's.
 # Usage: mpi.sh ANUVAD MPIRUN CORPUS.tsv CONFIG.json
 set -uo pipefail
 anuvad=$1 mpirun=$2 corpus=$3 config=$4
@@ -78,3 +80,14 @@ echo "SIGTERM on rank 1, then 2 ranks $(grep -o 'resuming from .*' "$dir/b2.log"
 grep -q "resuming from" "$dir/c2.log" || fail "the 1-process rerun did not resume" "$dir/c2.log"
 cmp "$dir/a.safetensors" "$dir/c.safetensors" || fail "1-process resumed model differs from the 2-rank one" "$dir/c2.log"
 echo "the same checkpoint resumed by one process (--simulate-ranks 2): model identical"
+
+# 4. Evaluation across 2 ranks against one process, model A, beam 2, 7 mini-batches of 3.
+for n in 1 2; do
+  run=("$anuvad"); [ $n -eq 2 ] && run=("${launch[@]}" "$anuvad")
+  "${run[@]}" evaluate -m "$dir/a.safetensors" --test "$corpus" --mini-batch 3 -b 2 --cpu-threads 1 \
+    -o "$dir/eval$n.txt" > "$dir/eval$n.out" 2> "$dir/eval$n.err" || fail "evaluate with $n rank(s) failed" "$dir/eval$n.err"
+done
+cmp "$dir/eval1.txt" "$dir/eval2.txt" && cmp "$dir/eval1.out" "$dir/eval2.out" ||
+  fail "evaluate: 2 ranks and 1 process differ" "$dir/eval1.out" "$dir/eval2.out"
+[ "$(wc -l < "$dir/eval2.txt")" -eq "$(wc -l < "$corpus")" ] || fail "evaluate -o: not one line per pair" "$dir/eval2.txt"
+echo "mpirun -np 2 evaluate: scores and translations byte-identical to one process"

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace anuvad {
 
@@ -41,6 +42,9 @@ void broadcast(float* data, size_t n);
 void broadcast(double* data, size_t n);
 /// Rank 0's `bytes` on every rank (the size is sent first). A no-op with one rank.
 void broadcast(std::string& bytes);
+/// Every rank's `bytes`, in rank order, on rank 0 (MPI_Gatherv); an empty vector on the other
+/// ranks; {bytes} with one rank.
+std::vector<std::string> gather_to_root(const std::string& bytes);
 /// True on every rank when `flag` is true on any rank (a logical-or allreduce).
 bool any_true(bool flag);
 /// True on every rank when `value` is the same on every rank (min == max allreduce).
