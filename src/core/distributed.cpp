@@ -78,6 +78,10 @@ void broadcast(std::string& bytes) {
   broadcast_impl(bytes.data(), bytes.size(), MPI_CHAR);
 }
 
+void barrier() {
+  if (g_size > 1) MPI_Barrier(MPI_COMM_WORLD);
+}
+
 std::vector<std::string> gather_to_root(const std::string& bytes) {
   if (g_size <= 1) return {bytes};
   int size = static_cast<int>(bytes.size());
@@ -125,6 +129,7 @@ void allreduce_sum(double*, size_t) {}
 void broadcast(float*, size_t) {}
 void broadcast(double*, size_t) {}
 void broadcast(std::string&) {}
+void barrier() {}
 std::vector<std::string> gather_to_root(const std::string& bytes) { return {bytes}; }
 bool any_true(bool flag) { return flag; }
 bool same_on_all_ranks(uint64_t) { return true; }

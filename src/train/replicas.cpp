@@ -46,17 +46,21 @@ void GradientSum::add_zero(const ParamRegistry& params) {
   empty_ = false;
 }
 
-double GradientSum::reduce_into(ParamRegistry& params) {
-  const auto t0 = std::chrono::steady_clock::now();
+GradientSum::Timing GradientSum::reduce_into(ParamRegistry& params) {
+  using Clock = std::chrono::steady_clock;
+  const auto t0 = Clock::now();
+  barrier();  // (separates the wait for the slowest rank from the allreduce's own time)
+  const auto t1 = Clock::now();
   allreduce_sum(sum_.data(), sum_.size());
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const Timing timing{std::chrono::duration<double>(t1 - t0).count(),
+                      std::chrono::duration<double>(Clock::now() - t1).count()};
   const Scalar* in = sum_.data();
   for (Param& p : params.params()) {
     std::memcpy(p.grad.data(), in, static_cast<size_t>(p.grad.size()) * sizeof(Scalar));
     in += p.grad.size();
   }
   empty_ = true;
-  return seconds;
+  return timing;
 }
 
 uint64_t weights_hash(const ParamRegistry& params) {

@@ -202,7 +202,11 @@ class Run {
     if (!std::isfinite(loss))
       throw NumericError("step " + std::to_string(step_) +
                          ": training loss is NaN or Inf; training stopped, the last saved model is kept");
-    if (shards_ > 1) result_.allreduce_seconds += grads_.reduce_into(model_.params());
+    if (shards_ > 1) {
+      const GradientSum::Timing t = grads_.reduce_into(model_.params());
+      result_.allreduce_wait_seconds += t.wait;
+      result_.allreduce_seconds += t.allreduce;
+    }
     check_finite_gradients(model_.params(), step_);
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);
     ema_.update(model_.params(), step_);

@@ -4,7 +4,7 @@
 # folder; vocabularies 1000/1000, what the bundled corpus supports), training `anuvad train` on
 # data/train.tsv with the same global batch (--batch-tokens) and steps. Reports per run the
 # target tokens/s of the run's own summary and, with 2 ranks, the time per update spent in the
-# gradient allreduce (waiting for the slower rank included); then medians. Not a test: the
+# gradient allreduce and, before it, waiting for the slower rank; then medians. Not a test: the
 # figures depend on the machine and on its load (recorded in OUT/loadavg.tsv).
 # Usage: tests/bench/mpi_scaling.sh [--configs tiny,small] [--steps N] [--repeats R] [--out DIR]
 set -euo pipefail
@@ -38,7 +38,7 @@ config_json() {  # name → the architecture of tests/bench (vocabulary sizes se
 }
 
 results="$OUT/runs.tsv"
-printf 'config\tlayout\trepeat\ttgt_tok_per_s\tallreduce_ms_per_update\tseconds\tparameters\n' > "$results"
+printf 'config\tlayout\trepeat\ttgt_tok_per_s\tallreduce_ms_per_update\twait_ms_per_update\tseconds\tparameters\n' > "$results"
 for cfg in ${configs//,/ }; do
   config_json "$cfg" > "$OUT/$cfg.json"
   for r in $(seq 1 "$repeats"); do
@@ -57,11 +57,12 @@ for cfg in ${configs//,/ }; do
 import re, sys
 text = open(sys.argv[1]).read()
 done = re.search(r"done: .* in ([0-9.]+) s, ([0-9]+) target tokens/s", text)
-ar = re.search(r"gradient allreduce of [0-9.]+ MB: ([0-9.]+) ms per update", text)
+ar = re.search(r"per update ([0-9.]+) ms waiting for the slowest rank, ([0-9.]+) ms in the allreduce", text)
 params = re.search(r"\| ([0-9]+) parameters \|", text)
 if not done or not params:
     sys.exit(f"{sys.argv[1]}: no summary line")
-print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], done.group(2), ar.group(1) if ar else "",
+print("\t".join([sys.argv[2], sys.argv[3], sys.argv[4], done.group(2), ar.group(2) if ar else "",
+                 ar.group(1) if ar else "",
                  done.group(1), params.group(1)]))
 PY
     done
@@ -71,7 +72,7 @@ python3 - "$results" <<'PY'
 import csv, statistics, sys
 rows = list(csv.DictReader(open(sys.argv[1]), delimiter="\t"))
 print("median over repeats (the machine is shared: see loadavg.tsv)")
-print("config  layout  params    tgt tok/s  allreduce ms/update  s/run")
+print("config  layout  params    tgt tok/s  allreduce ms/update  wait ms/update  s/run")
 for cfg in dict.fromkeys(r["config"] for r in rows):
     for layout in ("1x2", "2x1"):
         rs = [r for r in rows if r["config"] == cfg and r["layout"] == layout]
@@ -79,7 +80,8 @@ for cfg in dict.fromkeys(r["config"] for r in rows):
             continue
         tps = statistics.median(float(r["tgt_tok_per_s"]) for r in rs)
         ar = [float(r["allreduce_ms_per_update"]) for r in rs if r["allreduce_ms_per_update"]]
+        wait = [float(r["wait_ms_per_update"]) for r in rs if r["wait_ms_per_update"]]
         sec = statistics.median(float(r["seconds"]) for r in rs)
-        print(f"{cfg:7} {layout:7} {rs[0]['parameters']:>8}  {tps:9.0f}  {statistics.median(ar) if ar else float('nan'):19.2f}  {sec:5.1f}")
+        print(f"{cfg:7} {layout:7} {rs[0]['parameters']:>8}  {tps:9.0f}  {statistics.median(ar) if ar else float('nan'):19.2f}  {statistics.median(wait) if wait else float('nan'):14.2f}  {sec:5.1f}")
 PY
 echo "runs: $results"

@@ -45,6 +45,8 @@ void broadcast(std::string& bytes);
 /// Every rank's `bytes`, in rank order, on rank 0 (MPI_Gatherv); an empty vector on the other
 /// ranks; {bytes} with one rank.
 std::vector<std::string> gather_to_root(const std::string& bytes);
+/// Returns when every rank has called it (MPI_Barrier); at once with one rank.
+void barrier();
 /// True on every rank when `flag` is true on any rank (a logical-or allreduce).
 bool any_true(bool flag);
 /// True on every rank when `value` is the same on every rank (min == max allreduce).

@@ -32,9 +32,14 @@ class GradientSum {
   void add(const ParamRegistry& params);
   /// Adds nothing, but counts as a shard (an empty shard; the first call zero-fills).
   void add_zero(const ParamRegistry& params);
+  /// Seconds of one reduce_into: waiting at a barrier for the slowest rank (load imbalance),
+  /// then in the allreduce itself (the transfer and the sums).
+  struct Timing {
+    double wait = 0, allreduce = 0;
+  };
   /// Sums the buffer over all ranks (allreduce), writes it into the gradients of `params` and
-  /// starts a new update. Returns the seconds spent in the allreduce.
-  double reduce_into(ParamRegistry& params);
+  /// starts a new update.
+  Timing reduce_into(ParamRegistry& params);
 
  private:
   void ensure_size(const ParamRegistry& params);

@@ -57,6 +57,7 @@ struct TrainResult {
   int64_t padded_tokens = 0;  ///< the same batches in a right-padded [B·T] layout (what padding would cost)
   int ranks = 1;                 ///< shards per update: mpirun ranks or TrainOptions::simulate_ranks
   double allreduce_seconds = 0;  ///< time in the gradient allreduce (with ranks > 1), s
+  double allreduce_wait_seconds = 0;  ///< time waiting for the slowest rank before it, s
   int64_t gradient_bytes = 0;    ///< bytes of one update's gradients (what one allreduce sums)
 };
 
