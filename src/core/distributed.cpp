@@ -3,6 +3,7 @@
 #include "anuvad/core/distributed.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 
 #ifdef ANUVAD_WITH_MPI
@@ -121,7 +122,15 @@ void abort_all_ranks(int code) {
 
 #else  // single-process versions
 
-DistributedSession::DistributedSession(int*, char***) { (void)launched_by_mpirun; (void)g_active; }
+DistributedSession::DistributedSession(int*, char***) {
+  (void)g_active;
+  // N copies of one process would each train and write the same files: refuse.
+  const char* size = std::getenv("OMPI_COMM_WORLD_SIZE");
+  if (launched_by_mpirun() && size != nullptr && std::atoi(size) > 1) {
+    std::fprintf(stderr, "anuvad: error: started by mpirun with %s ranks, but built without MPI (-DANUVAD_MPI=OFF)\n", size);
+    std::exit(1);
+  }
+}
 DistributedSession::~DistributedSession() = default;
 bool mpi_compiled() { return false; }
 void allreduce_sum(float*, size_t) {}
