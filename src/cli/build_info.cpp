@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad_git_revision.h"  // ANUVAD_GIT_REVISION, regenerated at every build
 
@@ -82,6 +83,7 @@ std::string version_text() {
       << "threads: OpenMP " << openmp_version(_OPENMP) << ", " << omp_get_max_threads()
       << " by default (--cpu-threads N)\n"
       << "BLAS: " << blas_backend() << "\n"
+      << "MPI: " << (mpi_compiled() ? "Open MPI (mpirun -np N anuvad train)" : "off (built without MPI)") << "\n"
       << "CPU flags: " << cpu_flags()
       << (ANUVAD_BUILT_NATIVE ? " (-march=native: the build machine's CPU)"
                               : " (portable build, no -march=native)");

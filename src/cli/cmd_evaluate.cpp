@@ -13,6 +13,7 @@
 #include "anuvad/text/corpus.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/translator.h"
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/text/metrics.h"
 #include "anuvad/io/model_file.h"
@@ -71,7 +72,10 @@ void run_evaluate(const EvaluateOptions& o) {
 
   const DecodeOptions decode = honoured_decode_options(o.decode, m.transformer->config(), o.max_length_given);
   const auto t0 = std::chrono::steady_clock::now();
-  const auto hyps = Translator(*m.transformer, decode, o.mini_batch).translate_text(sources, *m.tgt_tokenizer);
+  // Under mpirun every rank decodes its share of the mini-batches; rank 0 scores and prints.
+  const auto hyps =
+      Translator(*m.transformer, decode, o.mini_batch).translate_text_across_ranks(sources, *m.tgt_tokenizer);
+  if (!is_root_rank()) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("translated {} sentences in {:.2f} s (beam size {})", hyps.size(), seconds,
                o.decode.beam_size);

@@ -178,8 +178,12 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
 }
 
 /// --dump-config, -q, --log-json, --report-html, --no-report-html, --save-freq, --no-resume,
-/// --resume.
+/// --resume, --simulate-ranks.
 void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
+  sub->add_option("--simulate-ranks", opts->simulate_ranks,
+                  "In one process, cut every batch into N shards and sum their gradients in order, "
+                  "as `mpirun -np N anuvad train` does (to check or resume an N-rank run; 0 = off)")
+      ->capture_default_str()->check(CLI::Range(0, 1024));
   sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
                 "applied) as JSON and exit without training");

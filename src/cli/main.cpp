@@ -5,6 +5,7 @@
 
 #include <iostream>
 
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/runtime.h"
 #include "build_info.h"
@@ -16,9 +17,12 @@ int main(int argc, char** argv) {
   // cost a page fault each.
   anuvad::configure_allocator();
   anuvad::configure_threads(0);  // every core; commands with --cpu-threads set their own
+  // Under mpirun: one rank of a data-parallel job (core/distributed.h); rank 0 alone logs.
+  anuvad::DistributedSession mpi(&argc, &argv);
   auto logger = spdlog::stderr_color_mt("anuvad");
   spdlog::set_default_logger(logger);
   spdlog::set_pattern("[%H:%M:%S] %^%l%$ %v");
+  if (!anuvad::is_root_rank()) spdlog::set_level(spdlog::level::err);
 
   CLI::App app{"anuvad: English→Hindi transformer translator (train, translate, score, evaluate, attention, average, report)",
                "anuvad"};
@@ -36,11 +40,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
-  } catch (const anuvad::Error& e) {
+  } catch (const std::exception& e) {  // anuvad::Error and the rest
     std::cerr << "anuvad: error: " << e.what() << std::endl;
-    return 1;
-  } catch (const std::exception& e) {
-    std::cerr << "anuvad: error: " << e.what() << std::endl;
+    anuvad::abort_all_ranks(1);  // no other rank may wait forever in a collective
     return 1;
   }
   return anuvad::cli::exit_code();

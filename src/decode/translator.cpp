@@ -2,7 +2,10 @@
 #include "anuvad/decode/translator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <numeric>
+
+#include "anuvad/core/distributed.h"
 
 namespace anuvad {
 
@@ -11,14 +14,15 @@ Translator::Translator(const Transformer& model, const DecodeOptions& opts, int 
 
 void Translator::run(const std::vector<std::vector<int32_t>>& sources,
                      const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
-                     BeamTrace* trace) const {
+                     BeamTrace* trace, size_t first, size_t stride) const {
   if (trace != nullptr) trace->sentences.assign(sources.size(), SentenceTrace{});
   std::vector<size_t> order(sources.size());
   std::iota(order.begin(), order.end(), size_t{0});
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return sources[a].size() < sources[b].size(); });
   std::vector<std::vector<int32_t>> batch;
-  for (size_t begin = 0; begin < order.size(); begin += mini_batch_) {
+  for (size_t begin = 0, j = 0; begin < order.size(); begin += mini_batch_, ++j) {
+    if (j % stride != first) continue;
     const size_t end = std::min(order.size(), begin + mini_batch_);
     batch.clear();
     for (size_t k = begin; k < end; ++k) batch.push_back(sources[order[k]]);
@@ -42,6 +46,32 @@ std::vector<std::string> Translator::translate_text(const std::vector<std::vecto
                                                     const Tokenizer& tgt) const {
   std::vector<std::string> out(sources.size());
   run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) { out[i] = tgt.detokenize(n_best.at(0).tokens); });
+  return out;
+}
+
+std::vector<std::string> Translator::translate_text_across_ranks(
+    const std::vector<std::vector<int32_t>>& sources, const Tokenizer& tgt) const {
+  if (world_size() <= 1) return translate_text(sources, tgt);
+  // This rank's translations as records: input index (8 bytes), length (8 bytes), text.
+  std::string mine;
+  const auto put = [&mine](uint64_t v) { mine.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) {
+    const std::string text = tgt.detokenize(n_best.at(0).tokens);
+    put(i);
+    put(text.size());
+    mine += text;
+  }, nullptr, static_cast<size_t>(world_rank()), static_cast<size_t>(world_size()));
+  const std::vector<std::string> all = gather_to_root(mine);
+  std::vector<std::string> out(all.empty() ? 0 : sources.size());
+  for (const std::string& records : all) {
+    for (size_t pos = 0; pos + 16 <= records.size();) {
+      uint64_t index = 0, length = 0;
+      std::memcpy(&index, records.data() + pos, 8);
+      std::memcpy(&length, records.data() + pos + 8, 8);
+      out.at(index) = records.substr(pos + 16, length);
+      pos += 16 + length;
+    }
+  }
   return out;
 }
 

@@ -9,12 +9,14 @@
 #include <memory>
 #include <optional>
 
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
+#include "anuvad/train/replicas.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/train/training_log.h"
 
@@ -55,17 +57,22 @@ struct JobModel {
 
 /// The checkpoint `ckpt` when there is one and opts.resume (removed with --no-resume; refused
 /// with a DataError when a training corpus file no longer has its hash in `hashes`); else
-/// tokenizers trained on the corpus and opts.model with their vocabulary sizes.
+/// tokenizers trained on the corpus and opts.model with their vocabulary sizes. Under mpirun,
+/// rank 0's checkpoint or tokenizers on every rank (train/replicas.h).
 JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerprint,
                          const nlohmann::json& hashes, const std::string& ckpt,
                          const CorpusText& corpus) {
   JobModel j;
   j.cfg = opts.model;
-  if (std::filesystem::exists(ckpt) && !opts.resume) {
+  if (is_root_rank() && std::filesystem::exists(ckpt) && !opts.resume) {
     spdlog::info("--no-resume: removing the checkpoint {} and starting over", ckpt);
     std::filesystem::remove(ckpt);
-  } else if (std::filesystem::exists(ckpt)) {
-    Checkpoint c = read_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
+  }
+  // Under mpirun, rank 0 decides and every rank gets its checkpoint or its tokenizers.
+  std::string resuming = is_root_rank() && std::filesystem::exists(ckpt) ? "resume" : "";
+  broadcast(resuming);
+  if (!resuming.empty()) {
+    Checkpoint c = broadcast_checkpoint(ckpt, fingerprint, opts.exponential_smoothing > 0);
     if (c.corpus_hashes.is_null())
       spdlog::warn("{} predates corpus hashes: resuming without checking that the corpus is unchanged", ckpt);
     check_corpus_unchanged(c.corpus_hashes, hashes, ckpt);
@@ -78,10 +85,13 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
     j.resume = std::move(c.state);
     return j;
   }
-  j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(
-      corpus.src, {opts.src_vocab_size, "unigram", "source vocabulary (--src-vocab-size)"}));
-  j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(
-      corpus.tgt, {opts.tgt_vocab_size, "unigram", "target vocabulary (--tgt-vocab-size)"}));
+  if (is_root_rank()) {
+    j.src_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+        corpus.src, {opts.src_vocab_size, "unigram", "source vocabulary (--src-vocab-size)"}));
+    j.tgt_tok = std::make_unique<Tokenizer>(Tokenizer::train(
+        corpus.tgt, {opts.tgt_vocab_size, "unigram", "target vocabulary (--tgt-vocab-size)"}));
+  }
+  broadcast_tokenizers(j.src_tok, j.tgt_tok);
   j.cfg.src_vocab_size = j.src_tok->vocab_size();
   j.cfg.tgt_vocab_size = j.tgt_tok->vocab_size();
   j.cfg.validate();
@@ -136,6 +146,11 @@ void log_summary(const TrainOptions& opts, const TrainResult& r) {
     spdlog::info("packed batches: {} real tokens; a padded layout would have computed {} ({:.1f} % padding)",
                  r.real_tokens, r.padded_tokens,
                  100.0 * double(r.padded_tokens - r.real_tokens) / double(r.padded_tokens));
+  if (r.ranks > 1 && r.steps > 0)
+    spdlog::info("data parallelism: {} shards per update; per update {:.2f} ms waiting for the slowest rank, "
+                 "{:.2f} ms in the allreduce of {:.2f} MB of gradients ({:.1f} % of the run)", r.ranks,
+                 1e3 * r.allreduce_wait_seconds / double(r.steps), 1e3 * r.allreduce_seconds / double(r.steps),
+                 double(r.gradient_bytes) / 1e6, 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9));
   for (const auto& m : opts.valid_metrics) {
     const auto it = r.best_valid.find(m);
     if (it == r.best_valid.end()) continue;
@@ -175,6 +190,8 @@ TrainResult train(const TrainOptions& opts) {
     throw ConfigError("--early-stopping " + std::to_string(opts.early_stopping) +
                       " (preset " + opts.preset + ") needs a validation set: give --valid-sets, or "
                       "--early-stopping 0 and a limit (-e, --after-steps)");
+  spdlog::info("processes: {} rank{} × {} threads{}", world_size(), world_size() > 1 ? "s" : "",
+               omp_get_max_threads(), world_size() > 1 ? " (Open MPI, synchronous data parallelism)" : "");
   const CorpusText corpus = read_corpora(opts);
   // Check the output location before spending minutes on training.
   const std::filesystem::path model_dir = std::filesystem::path(opts.model_path).parent_path();
@@ -203,6 +220,7 @@ TrainResult train(const TrainOptions& opts) {
   if (!job.model) {
     job.model = std::make_unique<Transformer>(cfg);
     job.model->init_parameters(opts.seed);
+    broadcast_weights(job.model->params());  // every replica starts from rank 0's weights
   }
   spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
@@ -214,18 +232,22 @@ TrainResult train(const TrainOptions& opts) {
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 
   // The structured log: appended to when resuming, so one file tells the whole run.
-  TrainingLog log(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
-                  job.resume ? job.resume->step : 0);
+  // Under mpirun, rank 0 alone writes it, the checkpoints and the models.
+  const bool root = is_root_rank();
+  std::optional<TrainingLog> log;
+  if (root) log.emplace(opts.log_json.empty() ? training_log_path(opts.model_path) : opts.log_json,
+                        job.resume ? job.resume->step : 0);
   const auto emit = [&log, &opts](const nlohmann::json& event) {
-    log.write(event);
-    if (opts.on_log_event) opts.on_log_event(event, log.path());
+    if (!log) return;
+    log->write(event);
+    if (opts.on_log_event) opts.on_log_event(event, log->path());
   };
   emit(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
-  hooks.log = emit;
-  hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
+  if (root) hooks.log = emit;
+  if (root) hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
   hooks.valid_text = &valid_refs;
-  hooks.checkpoint = [&](const TrainState& st) {
+  if (root) hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };
   hooks.resume = job.resume ? &*job.resume : nullptr;
@@ -242,7 +264,7 @@ TrainResult train(const TrainOptions& opts) {
                  "again to continue", r.steps, opts.model_path, ckpt);
     return r;
   }
-  std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
+  if (root) std::filesystem::remove(ckpt);  // finished: the final model supersedes the checkpoint
   log_summary(opts, r);
   return r;
 }

@@ -8,10 +8,12 @@
 #include <cmath>
 #include <sstream>
 
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/nn/loss.h"
 #include "anuvad/train/adam.h"
 #include "anuvad/train/progress.h"
+#include "anuvad/train/replicas.h"
 #include "anuvad/train/training_log.h"
 
 namespace anuvad {
@@ -27,21 +29,24 @@ struct StepBuffers {
 };
 
 /// Forward pass with dropout from `dctx`, label-smoothed cross-entropy (Szegedy et al. 2016
-/// §7) and backward pass of one batch: leaves the gradients in model.params(). Throws
-/// NumericError naming `step` when the loss or a gradient is not finite.
+/// §7) and backward pass of one batch, or of one shard of a data-parallel update: leaves in
+/// model.params() the gradients of Σ loss / `grad_scale` (the target tokens of the whole global
+/// batch, so that the shards' gradients add up to the whole batch's).
 LossStats forward_loss_backward(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                                double label_smoothing, int64_t step, StepBuffers& buf) {
+                                double label_smoothing, double grad_scale, StepBuffers& buf) {
   model.params().zero_grad();
   model.forward(b, dctx, buf.cache, buf.logits);
-  const LossStats ls = label_smoothed_cross_entropy(
-      buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, static_cast<double>(b.n_tgt_tokens()));
-  const double loss = ls.loss_sum / static_cast<double>(ls.n_tokens);
-  if (!std::isfinite(loss))
-    throw NumericError("step " + std::to_string(step) +
-                       ": training loss is NaN or Inf; training stopped, the last saved model is kept");
+  const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
   model.backward(b, buf.dlogits, buf.cache);
-  check_finite_gradients(model.params(), step);
   return ls;
+}
+
+/// SplitMix64's output function (Steele et al. 2014): a well-mixed 64-bit hash of `x`.
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
 }
 
 /// Clips the gradients to opts.clip_norm, then one Adam update at the learning rate the
@@ -144,6 +149,10 @@ void check_run_options(const std::vector<Example>& train_examples, const TrainOp
     throw ConfigError("set --after-epochs or --after-steps: training needs a stopping point");
   if (!(opts.exponential_smoothing >= 0 && opts.exponential_smoothing < 1))
     throw ConfigError("--exponential-smoothing must be in [0, 1)");
+  if (opts.simulate_ranks < 0) throw ConfigError("--simulate-ranks must be >= 0");
+  if (opts.simulate_ranks > 1 && world_size() > 1)
+    throw ConfigError("--simulate-ranks is for a single process, not for an mpirun job of " +
+                      std::to_string(world_size()) + " ranks");
 }
 
 /// The state of one fit() call besides the model's weights: generator, optimizer, EMA,
@@ -155,8 +164,10 @@ class Run {
       : model_(model), train_(train), opts_(opts), hooks_(hooks), validation_(validation),
         rng_(opts.seed), adam_(model.params()),
         ema_(model.params(), opts.exponential_smoothing, hooks.resume ? &hooks.resume->ema : nullptr),
-        progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet,
-                  hooks.resume ? hooks.resume->elapsed_seconds : 0) {
+        progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet || !is_root_rank(),
+                  hooks.resume ? hooks.resume->elapsed_seconds : 0),
+        shards_(world_size() > 1 ? world_size() : std::max(1, opts.simulate_ranks)),
+        first_shard_(world_rank()), local_shards_(world_size() > 1 ? 1 : shards_) {
     progress_.set_event_sink(hooks.log);
     const TrainState* r = hooks.resume;
     if (!r) return;
@@ -176,31 +187,47 @@ class Run {
   Rng& rng() { return rng_; }
   TrainResult& result() { return result_; }
 
-  /// One update on the epoch's next batch: forward, loss, backward, clip, Adam, EMA, then the
+  /// One update on the epoch's next (global) batch: forward, loss and backward of this
+  /// process's shards of it, the gradient sum over shards and ranks, clip, Adam, EMA, then the
   /// loss bookkeeping and the progress display.
   void update(Epoch& epoch) {
-    std::vector<const Example*> ptrs;
-    ptrs.reserve(epoch.batches[epoch.next_batch].size());
-    for (int i : epoch.batches[epoch.next_batch]) ptrs.push_back(&train_[i]);
+    const std::vector<int>& global = epoch.batches[epoch.next_batch];
     ++epoch.next_batch;
-    const Batch b = make_batch(ptrs);
-    result_.real_tokens += int64_t(b.src.size()) + b.n_tgt_tokens();
-    result_.padded_tokens += b.padded_tokens();
     ++step_;
-    const LossStats ls = forward_loss_backward(model_, b, DropoutContext{&rng_}, opts_.label_smoothing, step_, buf_);
+    // Σ loss, target tokens, real and padded tokens: of this process's shards, then of all ranks.
+    double totals[4] = {0, 0, 0, 0};
+    compute_shards(global, totals);
+    allreduce_sum(totals, 4);
+    const double loss = totals[0] / totals[1];
+    if (!std::isfinite(loss))
+      throw NumericError("step " + std::to_string(step_) +
+                         ": training loss is NaN or Inf; training stopped, the last saved model is kept");
+    if (shards_ > 1) {
+      const GradientSum::Timing t = grads_.reduce_into(model_.params());
+      result_.allreduce_wait_seconds += t.wait;
+      result_.allreduce_seconds += t.allreduce;
+    }
+    check_finite_gradients(model_.params(), step_);
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);
     ema_.update(model_.params(), step_);
-    epoch.loss += ls.loss_sum;
-    epoch.tokens += ls.n_tokens;
-    tokens_total_ += ls.n_tokens;
-    progress_.report(epoch.number, step_, ls.loss_sum / static_cast<double>(ls.n_tokens), lr, tokens_total_);
+#ifndef NDEBUG
+    check_replicas_identical(model_.params(), step_);
+#endif
+    const auto n_tokens = static_cast<int64_t>(totals[1]);
+    result_.real_tokens += static_cast<int64_t>(totals[2]);
+    result_.padded_tokens += static_cast<int64_t>(totals[3]);
+    epoch.loss += totals[0];
+    epoch.tokens += n_tokens;
+    tokens_total_ += n_tokens;
+    progress_.report(epoch.number, step_, loss, lr, tokens_total_);
   }
 
-  /// One validation with the averaged weights: its log line, the best models saved. Returns
-  /// true when early stopping says training should end.
+  /// One validation with the averaged weights, on rank 0 only: its log line, the best models
+  /// saved. Returns, on every rank, true when early stopping says training should end.
   bool validate() {
     if (!validation_.active()) return false;
-    return ema_.with_average(model_.params(), [&] {
+    if (!is_root_rank()) return any_true(false);
+    return any_true(ema_.with_average(model_.params(), [&] {
       const ValidationResult v = validation_.run(model_, step_);
       result_.best_valid = validation_.tracker().best();
       progress_.clear_line();
@@ -212,16 +239,20 @@ class Run {
         for (const auto& m : v.improved) hooks_.save("best-" + m, result_);
       }
       return validation_.tracker().should_stop();
-    });
+    }));
   }
 
   /// Hands the state to hooks.checkpoint when one is due (every save_freq updates, or a stop
-  /// was requested); returns whether a stop was requested.
+  /// was requested on any rank); returns whether a stop was requested. Checks that the
+  /// replicas are still identical whenever a checkpoint is due.
   bool checkpoint_if_due(const Epoch& epoch) {
-    const bool interrupt = stop_requested();
-    if (hooks_.checkpoint && (interrupt || (opts_.save_freq > 0 && step_ % opts_.save_freq == 0))) {
-      check_finite_weights(model_.params(), step_);
-      hooks_.checkpoint(snapshot(epoch));
+    const bool interrupt = any_true(stop_requested());
+    if (interrupt || (opts_.save_freq > 0 && step_ % opts_.save_freq == 0)) {
+      check_replicas_identical(model_.params(), step_);
+      if (hooks_.checkpoint) {
+        check_finite_weights(model_.params(), step_);
+        hooks_.checkpoint(snapshot(epoch));
+      }
     }
     return interrupt;
   }
@@ -243,6 +274,7 @@ class Run {
   TrainResult finish() {
     progress_.clear_line();
     if (opts_.valid_freq <= 0 || step_ % opts_.valid_freq != 0) validate();  // (never after an early stop)
+    check_replicas_identical(model_.params(), step_);
     set_totals();
     result_.last_train_loss = result_.epoch_losses.empty() ? 0 : result_.epoch_losses.back();
     save_final();
@@ -285,6 +317,40 @@ class Run {
     result_.steps = step_;
     result_.seconds = progress_.elapsed_seconds();
     result_.tgt_tokens_per_second = tokens_total_ / std::max(result_.seconds, 1e-9);
+    result_.ranks = shards_;
+    result_.gradient_bytes = model_.params().num_elements() * static_cast<int64_t>(sizeof(Scalar));
+  }
+
+  /// Forward, loss and backward of this process's shards of the global batch (sentence
+  /// indices into the training examples), adding Σ loss, target, real and padded tokens to
+  /// `totals`. One shard: the gradients stay in the model, dropout draws from the run's
+  /// generator. Several: each shard's gradients go to grads_, and its dropout masks come from
+  /// a generator seeded by (seed, step, shard), the same on every rank, which leaves the run's
+  /// generator (the batch order) as a one-shard run without dropout has it.
+  void compute_shards(const std::vector<int>& global, double* totals) {
+    int64_t global_tgt = 0;
+    for (int i : global) global_tgt += static_cast<int64_t>(train_[i].tgt.size()) + 1;  // + EOS
+    const uint64_t dropout_seed = splitmix64(opts_.seed ^ splitmix64(static_cast<uint64_t>(step_)));
+    for (int k = first_shard_; k < first_shard_ + local_shards_; ++k) {
+      const auto [first, last] = shard_range(global.size(), k, shards_);
+      if (first == last) {  // fewer sentences than ranks
+        model_.params().zero_grad();
+        grads_.add_zero(model_.params());
+        continue;
+      }
+      std::vector<const Example*> ptrs;
+      for (size_t i = first; i < last; ++i) ptrs.push_back(&train_[global[i]]);
+      const Batch b = make_batch(ptrs);
+      Rng shard_rng(dropout_seed + static_cast<uint64_t>(k));
+      const DropoutContext dctx{shards_ > 1 ? &shard_rng : &rng_};
+      const LossStats ls = forward_loss_backward(model_, b, dctx, opts_.label_smoothing,
+                                                 static_cast<double>(global_tgt), buf_);
+      if (shards_ > 1) grads_.add(model_.params());
+      totals[0] += ls.loss_sum;
+      totals[1] += static_cast<double>(ls.n_tokens);
+      totals[2] += static_cast<double>(int64_t(b.src.size()) + b.n_tgt_tokens());
+      totals[3] += static_cast<double>(b.padded_tokens());
+    }
   }
 
   Transformer& model_;
@@ -297,6 +363,10 @@ class Run {
   WeightAverage ema_;
   ProgressReporter progress_;
   StepBuffers buf_;
+  const int shards_;        ///< shards per global batch: the ranks, or TrainOptions::simulate_ranks
+  const int first_shard_;   ///< this process's first shard (its rank)
+  const int local_shards_;  ///< shards this process computes (1 per rank; all when simulating)
+  GradientSum grads_;       ///< the shards' summed gradients (unused with one shard)
   int64_t step_ = 0, tokens_total_ = 0;
   int first_epoch_ = 1;
   TrainResult result_;

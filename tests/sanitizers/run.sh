@@ -26,9 +26,12 @@ case $build in /*) ;; *) build=$root/$build ;; esac
 export ASAN_OPTIONS=detect_leaks=1:halt_on_error=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
+# Without MPI (-DANUVAD_MPI=OFF): LeakSanitizer reports ~120 kB of Open MPI 4.1.4's own allocations
+# (MPI_Init never frees them) at every rank's exit; this also builds and tests the
+# binary without MPI; the MPI test runs in the plain build (README "Tests").
 start=$SECONDS
 cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g -DNDEBUG" \
-  -DANUVAD_SANITIZE=address,undefined,float-cast-overflow -DANUVAD_NATIVE=ON
+  -DANUVAD_SANITIZE=address,undefined,float-cast-overflow -DANUVAD_NATIVE=ON -DANUVAD_MPI=OFF
 cmake --build "$build" -j"${JOBS:-2}"
 built=$SECONDS
 status=0

@@ -32,14 +32,22 @@ class Translator {
   std::vector<std::string> translate_text(const std::vector<std::vector<int32_t>>& sources,
                                           const Tokenizer& tgt) const;
 
+  /// translate_text across the ranks of an mpirun job (core/distributed.h), every rank
+  /// calling it with the same sources: mini-batch j of the same length-ordered mini-batches is
+  /// decoded by rank j mod N, and rank 0 gets every translation in input order, byte-identical
+  /// to translate_text; the other ranks get an empty vector. translate_text with one rank.
+  std::vector<std::string> translate_text_across_ranks(const std::vector<std::vector<int32_t>>& sources,
+                                                       const Tokenizer& tgt) const;
+
   const DecodeOptions& options() const { return opts_; }
 
  private:
-  /// Decodes the sources mini-batch by mini-batch and hands each source's n-best list with its
-  /// input index to `sink`, in length order (and, with a trace, its search to trace->sentences).
+  /// Decodes the sources mini-batch by mini-batch (only the batches j with j mod `stride` ==
+  /// `first`) and hands each source's n-best list with its input index to `sink`, in length
+  /// order (and, with a trace, its search to trace->sentences).
   void run(const std::vector<std::vector<int32_t>>& sources,
            const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
-           BeamTrace* trace = nullptr) const;
+           BeamTrace* trace = nullptr, size_t first = 0, size_t stride = 1) const;
 
   const Transformer& model_;
   DecodeOptions opts_;

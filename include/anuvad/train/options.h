@@ -66,6 +66,11 @@ struct TrainOptions {
   double exponential_smoothing = 0;
   /// The structured training log (docs/training-log.md); "" = <stem>.log.jsonl next to the model.
   std::string log_json;
+  /// Data parallelism in one process (train/replicas.h): N > 1 cuts every batch into N shards
+  /// and sums their gradients in order, as N mpirun ranks would (their dropout masks included);
+  /// 0 or 1 = one shard per rank. Not part of the resume fingerprint: a checkpoint resumes with
+  /// any number of ranks. Refused under mpirun with more than one rank.
+  int simulate_ranks = 0;
   /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
   std::function<void(int64_t step)> on_step;
   /// Called with every event of the structured log after it is written and flushed, with the

@@ -55,6 +55,10 @@ struct TrainResult {
   bool interrupted = false;             ///< stopped by request_stop() (SIGINT/SIGTERM/SIGHUP); checkpoint written
   int64_t real_tokens = 0;    ///< source + target tokens of this run's updates (what is computed)
   int64_t padded_tokens = 0;  ///< the same batches in a right-padded [B·T] layout (what padding would cost)
+  int ranks = 1;                 ///< shards per update: mpirun ranks or TrainOptions::simulate_ranks
+  double allreduce_seconds = 0;  ///< time in the gradient allreduce (with ranks > 1), s
+  double allreduce_wait_seconds = 0;  ///< time waiting for the slowest rank before it, s
+  int64_t gradient_bytes = 0;    ///< bytes of one update's gradients (what one allreduce sums)
 };
 
 /// Called by fit() when a model should be saved: "best-<metric>" (a new best value of that
