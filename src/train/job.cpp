@@ -121,10 +121,13 @@ void save_trained_model(const TrainOptions& opts, const JobModel& job, const std
   }
   const bool best = which.rfind("best-", 0) == 0;
   const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
-  if (which == "final" && opts.final_model == "best" && !opts.valid_metrics.empty() &&
+  const std::string from =
+      opts.valid_metrics.empty() ? "" : best_model_path(opts.model_path, opts.valid_metrics.front());
+  if (which == "final" && opts.final_model == "best" && !from.empty() &&
       r.best_valid.count(opts.valid_metrics.front()) > 0) {
     // --final-model best: the best model of the first metric, as written at its validation.
-    const std::string from = best_model_path(opts.model_path, opts.valid_metrics.front());
+    if (!std::filesystem::exists(from))
+      throw IoError(from + ": missing; --final-model best copies it to " + path + " (or use --final-model last)");
     SafetensorsFile file = read_safetensors(from);
     file.metadata["final_model"] = "best-" + opts.valid_metrics.front();
     write_safetensors(path, file);
