@@ -179,6 +179,19 @@ nlohmann::json run_start_event(const TrainOptions& opts, const JobModel& job, si
   return start_event(run);
 }
 
+/// The log lines that describe a run before its first update: model, products, recipe.
+void log_setup(const TrainOptions& opts, const JobModel& job) {
+  const ModelConfig& cfg = job.cfg;
+  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
+               cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
+               cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
+               job.model->params().num_elements(), omp_get_max_threads());
+  spdlog::info("matrix products: {}", gemm_backend());
+  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
+               opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
+               opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
+}
+
 }  // namespace
 
 std::string best_model_path(const std::string& model_path, const std::string& metric) {
@@ -225,14 +238,7 @@ TrainResult train(const TrainOptions& opts) {
     job.model->init_parameters(opts.seed);
     broadcast_weights(job.model->params());  // every replica starts from rank 0's weights
   }
-  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
-               cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
-               cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
-               job.model->params().num_elements(), omp_get_max_threads());
-  spdlog::info("matrix products: {}", gemm_backend());
-  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
-               opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
-               opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
+  log_setup(opts, job);
 
   // The structured log: appended to when resuming, so one file tells the whole run.
   // Under mpirun, rank 0 alone writes it, the checkpoints and the models.
