@@ -77,12 +77,15 @@ TEST_CASE("Options resolve as preset, then -c FILE, then explicit flags", "[trai
   args.options.early_stopping = 3;
   args.explicit_options.push_back("early_stopping");
   CHECK(resolve_train_options(args).early_stopping == 3);
-  args.preset = "tiny";  // tiny's stopping rule: the TrainOptions defaults
+  args.preset = "tiny";  // tiny's stopping rule: 120 epochs, chrF every 100 updates, best
   o = resolve_train_options(args);
-  CHECK(o.valid_metrics == std::vector<std::string>{"cross-entropy"});
-  CHECK(o.after_epochs == 60);
-  CHECK(o.final_model == "last");
+  CHECK(o.valid_metrics == std::vector<std::string>{"chrf", "cross-entropy"});
+  CHECK(o.valid_freq == 100);
+  CHECK(o.after_epochs == 120);
+  CHECK(o.final_model == "best");
   CHECK(o.early_stopping == 3);
+  CHECK(o.model.dropout == 0.2);
+  CHECK(o.model.ffn_dropout == 0.1);
   args.preset = "small";
   args.explicit_options = {"warmup_steps"};
 

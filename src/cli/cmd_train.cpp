@@ -61,7 +61,7 @@ void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("-e,--after-epochs", opts->after_epochs,
                       "Stop after this many epochs (0 = no limit; default: the preset's)")
-          ->capture_default_str()->check(CLI::NonNegativeNumber),
+          ->check(CLI::NonNegativeNumber),
       "after_epochs");
   sub->add_option("--after-steps", opts->after_steps, "Stop after this many updates (0 = no limit)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -74,15 +74,15 @@ void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
 void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate (default: the preset's)")
-          ->capture_default_str()->check(CLI::PositiveNumber),
+          ->check(CLI::PositiveNumber),
       "learning_rate");
   flags.preset_governed.emplace_back(
       sub->add_option("--warmup-steps", opts->warmup_steps, "Linear warm-up updates (default: the preset's)")
-          ->capture_default_str()->check(CLI::PositiveNumber),
+          ->check(CLI::PositiveNumber),
       "warmup_steps");
   flags.preset_governed.emplace_back(
       sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε (default: the preset's)")
-          ->capture_default_str()->check(CLI::Range(0.0, 0.99)),
+          ->check(CLI::Range(0.0, 0.99)),
       "label_smoothing");
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -93,7 +93,7 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
 void add_validation_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates (default: the preset's)")
-          ->capture_default_str()->check(CLI::NonNegativeNumber),
+          ->check(CLI::NonNegativeNumber),
       "valid_freq");
   flags.preset_governed.emplace_back(
       sub->add_option("--valid-metrics", opts->valid_metrics,
@@ -101,21 +101,20 @@ void add_validation_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) 
                       "translations), bleu (BLEU, 13a+danda); the first decides early stopping and "
                       "--final-model best; the best model of each is kept as "
                       "<stem>.best-<metric>.safetensors (default: the preset's)")
-          ->capture_default_str()
           ->check(CLI::IsMember(valid_metric_names())),
       "valid_metrics");
   flags.preset_governed.emplace_back(
       sub->add_option("--early-stopping", opts->early_stopping,
                       "Stop after N validations in a row without a better first --valid-metrics "
                       "value (0 = never; default: the preset's)")
-          ->capture_default_str()->check(CLI::NonNegativeNumber),
+          ->check(CLI::NonNegativeNumber),
       "early_stopping");
   flags.preset_governed.emplace_back(
       sub->add_option("--final-model", opts->final_model,
                       "What -m holds when training ends or is interrupted: last (the last "
                       "weights) or best (the best model of the first --valid-metrics; the last "
                       "weights until the first validation) (default: the preset's)")
-          ->capture_default_str()->check(CLI::IsMember({"last", "best"})),
+          ->check(CLI::IsMember({"last", "best"})),
       "final_model");
   sub->add_option("--valid-translation-output", opts->valid_translation_output,
                   "Write the greedy translations of the validation sources here at each "
@@ -133,17 +132,18 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("--src-vocab-size", opts->src_vocab_size,
                       "Source SentencePiece vocabulary size (default: the preset's)")
-          ->capture_default_str()->check(CLI::Range(8, 1000000)),
+          ->check(CLI::Range(8, 1000000)),
       "src_vocab_size");
   flags.preset_governed.emplace_back(
       sub->add_option("--tgt-vocab-size", opts->tgt_vocab_size,
                       "Target SentencePiece vocabulary size (default: the preset's)")
-          ->capture_default_str()->check(CLI::Range(8, 1000000)),
+          ->check(CLI::Range(8, 1000000)),
       "tgt_vocab_size");
   sub->add_option("--preset", flags.args.preset,
                   "Recipe for the model, optimizer and stopping defaults: tiny (d_model 128, 2+2 "
-                  "layers, dropout 0.1, lr 1e-3, warm-up 400; 60 epochs, the last weights at -m; "
-                  "the bundled corpus) or small (the same network with dropout 0.3 and "
+                  "layers, dropout 0.2, attention/FFN dropout 0.1, lr 1e-3, warm-up 400; 120 epochs, "
+                  "chrf validation every 100 updates, the best-chrF weights at -m (the last "
+                  "without validation); the bundled corpus) or small (the same network with dropout 0.3 and "
                   "attention/FFN dropout 0.1; chrf validation every 300 updates, early stopping "
                   "8, at most 2000 epochs, the best-chrF weights at -m; a few thousand pairs such "
                   "as Tatoeba: needs --valid-sets). -c FILE and explicit flags override it")

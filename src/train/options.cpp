@@ -133,6 +133,21 @@ void apply_preset(const std::string& name, TrainOptions& opts) {
   opts.valid_metrics = defaults.valid_metrics;
   opts.early_stopping = defaults.early_stopping;
   opts.final_model = defaults.final_model;
+  if (name == "tiny") {
+    // The bundled corpus (1097 pairs) in under 2 minutes on 2 cores: 120 epochs with dropout
+    // 0.2 on the residual branches and 0.1 on attention weights and the feed-forward hidden
+    // layer, chrF on the validation set every 100 updates, and the best-chrF weights at -m
+    // (the last weights without a validation set). Chosen on data/dev.tsv: dev chrF2 25.8 for
+    // the earlier 60 epochs at dropout 0.1 and the last weights, 33.0 for this rule, with
+    // 98.3 % of the training pairs still translated exactly (session notes, 2026-11-30).
+    m.dropout = 0.2;
+    m.attention_dropout = 0.1;
+    m.ffn_dropout = 0.1;
+    opts.after_epochs = 120;
+    opts.valid_freq = 100;
+    opts.valid_metrics = {"chrf", "cross-entropy"};
+    opts.final_model = "best";
+  }
   if (name == "small") {
     // A few thousand pairs (Tatoeba hin-eng, 2541) in minutes on 2 cores: the tiny network with
     // the regularisation such a corpus needs (the PyTorch reference's best Tatoeba setting used
