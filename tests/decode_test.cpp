@@ -3,7 +3,8 @@
 // first gives an empty output, length limits hold, and beam search with a beam wider than the
 // output space reproduces exhaustive search (parent bookkeeping, early-finished ancestry).
 // The decoding objects: SentenceBeam (parent pointers, shared attention records), NBestCollector,
-// StoppingRule, the Translator's ordering, and alignment extraction.
+// StoppingRule, the Translator's ordering, alignment extraction, and results as bytes
+// (decode/result_bytes.h: every field read back bit for bit; truncated bytes refused).
 #include <catch2/catch.hpp>
 
 #include <algorithm>
@@ -14,6 +15,7 @@
 #include "anuvad/decode/alignment.h"
 #include "anuvad/decode/beam.h"
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/result_bytes.h"
 #include "anuvad/decode/translator.h"
 #include "anuvad/nn/loss.h"
 #include "support/test_support.h"
@@ -474,4 +476,65 @@ TEST_CASE("Soft alignment rows are distributions over the source subwords", "[de
     CHECK(soft(t, 1) * avg(t, 0) == Approx(soft(t, 0) * avg(t, 1)).margin(1e-7));
   }
   CHECK(soft.row(3).isZero());
+}
+
+TEST_CASE("Results as bytes read back bit for bit, attention and search included; truncated bytes throw", "[decode][translator]") {
+  Transformer m(config());
+  m.init_parameters(9);
+  m.params().find("output_projection.bias")->value(0, kEosId) = -1;
+  DecodeOptions o;
+  o.beam_size = 3;
+  o.n_best = 3;
+  o.max_length = 6;
+  o.return_attention = true;
+  const std::vector<std::vector<int32_t>> sources = {kSources[1], {}, kSources[0]};
+  BeamTrace trace{2, {}};
+  const auto results = beam_search(m, sources, o, &trace);
+  std::string bytes;
+  for (size_t i = 0; i < sources.size(); ++i)
+    append_result_bytes(bytes, 10 + i, results[i], i == 1 ? nullptr : &trace.sentences[i]);
+  size_t pos = 0;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    INFO("source " << i);
+    const SourceResult r = read_result_bytes(bytes, pos);
+    CHECK(r.index == 10 + i);
+    REQUIRE(r.n_best.size() == results[i].size());
+    for (size_t j = 0; j < r.n_best.size(); ++j) {
+      const Hypothesis &a = r.n_best[j], &b = results[i][j];
+      CHECK(a.tokens == b.tokens);
+      CHECK(a.token_scores == b.token_scores);
+      CHECK((a.score == b.score && a.finished == b.finished && a.normalized_score == b.normalized_score));
+      CHECK(a.attention.encoder_self == b.attention.encoder_self);
+      CHECK(a.attention.decoder_self == b.attention.decoder_self);
+      CHECK(a.attention.cross == b.attention.cross);
+    }
+    REQUIRE(r.has_trace == (i != 1));
+    if (!r.has_trace) continue;
+    const SentenceTrace &a = r.trace, &b = trace.sentences[i];
+    REQUIRE(a.steps.size() == b.steps.size());
+    CHECK(!a.steps.empty());
+    for (size_t t = 0; t < a.steps.size(); ++t) {
+      REQUIRE(a.steps[t].size() == b.steps[t].size());
+      for (size_t k = 0; k < a.steps[t].size(); ++k) {
+        const TraceHypothesis &x = a.steps[t][k], &y = b.steps[t][k];
+        CHECK((x.id == y.id && x.parent == y.parent && x.token == y.token && x.logprob == y.logprob &&
+               x.score == y.score && x.normalized == y.normalized && x.cross == y.cross));
+        REQUIRE(x.candidates.size() == y.candidates.size());
+        for (size_t c = 0; c < x.candidates.size(); ++c)
+          CHECK((x.candidates[c].token == y.candidates[c].token && x.candidates[c].score == y.candidates[c].score &&
+                 x.candidates[c].status == y.candidates[c].status && x.candidates[c].id == y.candidates[c].id));
+      }
+    }
+    REQUIRE(a.finished.size() == b.finished.size());
+    for (size_t f = 0; f < a.finished.size(); ++f)
+      CHECK((a.finished[f].id == b.finished[f].id && a.finished[f].normalized == b.finished[f].normalized &&
+             a.finished[f].eos == b.finished[f].eos));
+    CHECK(a.n_best == b.n_best);
+  }
+  CHECK(pos == bytes.size());
+  for (size_t cut : {size_t{0}, size_t{5}, bytes.size() / 2, bytes.size() - 1}) {
+    size_t at = 0;
+    const std::string part = bytes.substr(0, cut);
+    CHECK_THROWS_AS(([&] { while (true) read_result_bytes(part, at); })(), DataError);
+  }
 }

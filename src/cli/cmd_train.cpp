@@ -245,7 +245,9 @@ void run_train(const TrainFlags& flags) {
     throw IoError(checkpoint_path(resolved.model_path) + ": no checkpoint to resume from (--resume)");
   // SIGINT/SIGTERM/SIGHUP (terminal closed): finish the current update, write a checkpoint,
   // exit with 130. A second signal ends the process at once (the last complete checkpoint
-  // stays valid). SIGPIPE is ignored: a log reader that went away (`anuvad train | head`) only
+  // stays valid). SIGUSR1 does the same: Open MPI's mpirun forwards it to every rank, whereas
+  // on SIGINT/SIGTERM it exits 1 and kills the ranks 1 s after its SIGTERM (README, Open MPI).
+  // SIGPIPE is ignored: a log reader that went away (`anuvad train | head`) only
   // makes the log writes fail (spdlog and the progress line ignore write errors).
   struct sigaction sa {};
   sa.sa_handler = [](int sig) {
@@ -256,6 +258,7 @@ void run_train(const TrainFlags& flags) {
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
   sigaction(SIGHUP, &sa, nullptr);
+  sigaction(SIGUSR1, &sa, nullptr);
   std::signal(SIGPIPE, SIG_IGN);
   TrainOptions run = resolved;
   if (!flags.no_report_html) run.on_log_event = report_page_writer(flags.report_html);

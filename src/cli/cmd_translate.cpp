@@ -15,6 +15,7 @@
 #include "anuvad/decode/alignment.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/translator.h"
+#include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/core/runtime.h"
@@ -73,6 +74,18 @@ InputLine make_line(std::string text, std::string where, const TranslationModel&
   return l;
 }
 
+/// Up to `limit` lines of standard input, cleaned (clean_line), the first of them line
+/// `lines_before` + 1 of the input; fewer only at the end of the input.
+std::vector<std::string> read_lines(size_t limit, size_t lines_before) {
+  std::vector<std::string> lines;
+  std::string line;
+  while (lines.size() < limit && std::getline(std::cin, line)) {
+    clean_line(line, lines_before + lines.size() == 0);
+    lines.push_back(std::move(line));
+  }
+  return lines;
+}
+
 /// Translates batches of input lines with the Translator and prints them in input order in the
 /// format the flags ask for; keeps the best hypotheses for --attention/--html until finish().
 class LinePrinter {
@@ -100,12 +113,16 @@ class LinePrinter {
   static bool tracing(const TranslateOptions& o) { return !o.beam_trace_json.empty() || !o.attention_html.empty(); }
 
   /// Translates `lines` (a line with an error is reported and printed empty) and prints them.
+  /// Under mpirun every rank calls it with the same lines: the mini-batches are dealt out to
+  /// the ranks (Translator::translate_across_ranks) and rank 0 alone prints.
   void translate(const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
       if (lines[i].error.empty()) src[i] = m_.encode_source(lines[i].text, lines[i].where);
     BeamTrace trace{o_.beam_trace_top, {}};
-    const std::vector<std::vector<Hypothesis>> result = translator_.translate(src, tracing(o_) ? &trace : nullptr);
+    const std::vector<std::vector<Hypothesis>> result =
+        translator_.translate_across_ranks(src, tracing(o_) ? &trace : nullptr);
+    if (!is_root_rank()) return;
     for (size_t i = 0; i < lines.size(); ++i, ++sentence_id_) {
       if (!lines[i].error.empty()) {
         std::cerr << "anuvad: error: " << lines[i].where << ": " << lines[i].error << " (line skipped)" << std::endl;
@@ -127,9 +144,9 @@ class LinePrinter {
     std::cout << std::flush;
   }
 
-  /// Writes the --attention / --html / --beam-trace files of every translated line.
+  /// Writes the --attention / --html / --beam-trace files of every translated line (rank 0).
   void finish() const {
-    if (!dumping(o_) && !tracing(o_)) return;
+    if ((!dumping(o_) && !tracing(o_)) || !is_root_rank()) return;
     std::vector<AttentionDumpSentence> entries;
     const auto piece = [this](int32_t id) { return m_.tgt_tokenizer->piece(id); };
     for (const Kept& k : kept_) {
@@ -204,19 +221,17 @@ void run_translate(const TranslateOptions& o) {
   }
   // Interactive input (a terminal) or --mini-batch 1 is answered line by line; otherwise
   // up to maxi-batch × mini-batch lines are read, sorted by length and translated in batches.
+  // Under mpirun rank 0 reads and sends each chunk to every rank; an empty chunk ends.
   const bool streaming = ::isatty(STDIN_FILENO) || o.mini_batch == 1;
   const size_t chunk = streaming ? 1 : size_t(o.mini_batch) * size_t(o.maxi_batch);
-  std::vector<InputLine> pending;
-  std::string line;
-  for (size_t n = 1; std::getline(std::cin, line); ++n) {
-    clean_line(line, n == 1);
-    pending.push_back(make_line(line, "<stdin>:" + std::to_string(n), m));
-    if (pending.size() >= chunk) {
-      printer.translate(pending);
-      pending.clear();
-    }
+  for (size_t n = 0;;) {
+    std::vector<std::string> raw = is_root_rank() ? read_lines(chunk, n) : std::vector<std::string>{};
+    broadcast(raw);
+    if (raw.empty()) break;
+    std::vector<InputLine> lines;
+    for (std::string& text : raw) lines.push_back(make_line(std::move(text), "<stdin>:" + std::to_string(++n), m));
+    printer.translate(lines);
   }
-  if (!pending.empty()) printer.translate(pending);
   printer.finish();
 }
 

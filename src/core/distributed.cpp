@@ -3,8 +3,12 @@
 #include "anuvad/core/distributed.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+
+#include "anuvad/core/error.h"
 
 #ifdef ANUVAD_WITH_MPI
 #include <mpi.h>
@@ -85,13 +89,21 @@ void barrier() {
 
 std::vector<std::string> gather_to_root(const std::string& bytes) {
   if (g_size <= 1) return {bytes};
+  if (bytes.size() > static_cast<size_t>(INT_MAX))
+    throw Error("rank " + std::to_string(g_rank) + ": " + std::to_string(bytes.size()) +
+                " bytes to gather, more than MPI's int count allows; use smaller batches");
   int size = static_cast<int>(bytes.size());
   std::vector<int> sizes(static_cast<size_t>(g_size)), offsets(static_cast<size_t>(g_size), 0);
   MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   std::string all;
   if (g_rank == 0) {
-    for (size_t r = 1; r < sizes.size(); ++r) offsets[r] = offsets[r - 1] + sizes[r - 1];
-    all.resize(static_cast<size_t>(offsets.back() + sizes.back()));
+    long long total = sizes[0];
+    for (size_t r = 1; r < sizes.size(); ++r) {
+      offsets[r] = offsets[r - 1] + sizes[r - 1];
+      total += sizes[r];
+      if (total > INT_MAX) throw Error("more than 2 GiB to gather on rank 0; use smaller batches");
+    }
+    all.resize(static_cast<size_t>(total));
   }
   MPI_Gatherv(bytes.data(), size, MPI_CHAR, all.data(), sizes.data(), offsets.data(), MPI_CHAR, 0,
               MPI_COMM_WORLD);
@@ -145,6 +157,28 @@ bool same_on_all_ranks(uint64_t) { return true; }
 void abort_all_ranks(int) {}
 
 #endif
+
+void broadcast(std::vector<std::string>& strings) {
+  if (g_size <= 1) return;
+  // Rank 0's strings as one buffer: a count, each length, then the bytes (host byte order).
+  std::string bytes;
+  const auto put = [&bytes](uint64_t v) { bytes.append(reinterpret_cast<const char*>(&v), sizeof v); };
+  put(strings.size());
+  for (const std::string& s : strings) put(s.size());
+  for (const std::string& s : strings) bytes += s;
+  broadcast(bytes);
+  const auto get = [&bytes](size_t at) {
+    uint64_t v = 0;
+    std::memcpy(&v, bytes.data() + at, sizeof v);
+    return static_cast<size_t>(v);
+  };
+  strings.resize(get(0));
+  for (size_t i = 0, at = (1 + strings.size()) * 8; i < strings.size(); ++i) {
+    const size_t length = get((1 + i) * 8);
+    strings[i] = bytes.substr(at, length);
+    at += length;
+  }
+}
 
 int world_rank() { return g_rank; }
 int world_size() { return g_size; }

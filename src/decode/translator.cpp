@@ -2,10 +2,10 @@
 #include "anuvad/decode/translator.h"
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 
 #include "anuvad/core/distributed.h"
+#include "anuvad/decode/result_bytes.h"
 
 namespace anuvad {
 
@@ -49,29 +49,35 @@ std::vector<std::string> Translator::translate_text(const std::vector<std::vecto
   return out;
 }
 
-std::vector<std::string> Translator::translate_text_across_ranks(
-    const std::vector<std::vector<int32_t>>& sources, const Tokenizer& tgt) const {
-  if (world_size() <= 1) return translate_text(sources, tgt);
-  // This rank's translations as records: input index (8 bytes), length (8 bytes), text.
+std::vector<std::vector<Hypothesis>> Translator::translate_across_ranks(
+    const std::vector<std::vector<int32_t>>& sources, BeamTrace* trace) const {
+  if (world_size() <= 1) return translate(sources, trace);
+  // This rank's share as records (decode/result_bytes.h); its search is moved out of `local`
+  // as soon as it is written.
+  BeamTrace local{trace != nullptr ? trace->top : 0, {}};
   std::string mine;
-  const auto put = [&mine](uint64_t v) { mine.append(reinterpret_cast<const char*>(&v), sizeof v); };
   run(sources, [&](size_t i, std::vector<Hypothesis>&& n_best) {
-    const std::string text = tgt.detokenize(n_best.at(0).tokens);
-    put(i);
-    put(text.size());
-    mine += text;
-  }, nullptr, static_cast<size_t>(world_rank()), static_cast<size_t>(world_size()));
+    append_result_bytes(mine, i, n_best, trace != nullptr ? &local.sentences[i] : nullptr);
+    if (trace != nullptr) local.sentences[i] = SentenceTrace{};
+  }, trace != nullptr ? &local : nullptr, static_cast<size_t>(world_rank()), static_cast<size_t>(world_size()));
   const std::vector<std::string> all = gather_to_root(mine);
-  std::vector<std::string> out(all.empty() ? 0 : sources.size());
+  if (trace != nullptr) trace->sentences.assign(all.empty() ? 0 : sources.size(), SentenceTrace{});
+  std::vector<std::vector<Hypothesis>> out(all.empty() ? 0 : sources.size());
   for (const std::string& records : all) {
-    for (size_t pos = 0; pos + 16 <= records.size();) {
-      uint64_t index = 0, length = 0;
-      std::memcpy(&index, records.data() + pos, 8);
-      std::memcpy(&length, records.data() + pos + 8, 8);
-      out.at(index) = records.substr(pos + 16, length);
-      pos += 16 + length;
+    for (size_t pos = 0; pos < records.size();) {
+      SourceResult r = read_result_bytes(records, pos);
+      out.at(r.index) = std::move(r.n_best);
+      if (trace != nullptr && r.has_trace) trace->sentences.at(r.index) = std::move(r.trace);
     }
   }
+  return out;
+}
+
+std::vector<std::string> Translator::translate_text_across_ranks(
+    const std::vector<std::vector<int32_t>>& sources, const Tokenizer& tgt) const {
+  std::vector<std::string> out;
+  for (const std::vector<Hypothesis>& n_best : translate_across_ranks(sources))
+    out.push_back(tgt.detokenize(n_best.at(0).tokens));
   return out;
 }
 

@@ -135,4 +135,11 @@ if(TARGET MPI::MPI_CXX AND MPIEXEC_EXECUTABLE AND NOT ANUVAD_SANITIZE)
     COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/mpi.sh $<TARGET_FILE:anuvad> ${MPIEXEC_EXECUTABLE}
             ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json)
   set_tests_properties(e2e.mpi_data_parallel_training PROPERTIES LABELS "e2e;mpi" TIMEOUT 600)
+  # `mpirun -np 2 anuvad translate` of the dev set (greedy, beam 4, every output format, line by
+  # line, an invalid line) byte-identical to one process; a model missing on one rank ends the job.
+  add_test(NAME e2e.mpi_translate_equals_one_process
+    COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/mpi_translate.sh $<TARGET_FILE:anuvad> ${MPIEXEC_EXECUTABLE}
+            ${ANUVAD_E2E_MODEL} ${PROJECT_SOURCE_DIR}/data/dev.tsv)
+  set_tests_properties(e2e.mpi_translate_equals_one_process PROPERTIES
+    FIXTURES_REQUIRED e2e_default_model LABELS "e2e;mpi" TIMEOUT 300)
 endif()

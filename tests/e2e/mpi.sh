@@ -9,7 +9,9 @@
 #     checkpoint from rank 0); resuming it with 2 ranks, and a copy of its checkpoint with one
 #     process (--simulate-ranks 2), both finish with a model byte-identical to A;
 #  4. `mpirun -np 2 anuvad evaluate` (mini-batches dealt out to the ranks) prints the scores and
-#     writes the translations byte-identical to one process's.
+#     writes the translations byte-identical to one process's;
+#  5. SIGUSR1 to mpirun itself (which forwards it to every rank) stops training with a checkpoint
+#     and exit 130 (on SIGINT/SIGTERM mpirun exits 1 whatever the ranks return: README).
 # Usage: mpi.sh ANUVAD MPIRUN CORPUS.tsv CONFIG.json
 set -uo pipefail
 anuvad=$1 mpirun=$2 corpus=$3 config=$4
@@ -91,3 +93,15 @@ cmp "$dir/eval1.txt" "$dir/eval2.txt" && cmp "$dir/eval1.out" "$dir/eval2.out" |
   fail "evaluate: 2 ranks and 1 process differ" "$dir/eval1.out" "$dir/eval2.out"
 [ "$(wc -l < "$dir/eval2.txt")" -eq "$(wc -l < "$corpus")" ] || fail "evaluate -o: not one line per pair" "$dir/eval2.txt"
 echo "mpirun -np 2 evaluate: scores and translations byte-identical to one process"
+
+# 5. SIGUSR1 to mpirun.
+"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 -m "$dir/u.safetensors" > "$dir/u.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 6000); do grep -q "step 20 " "$dir/u.log" 2>/dev/null && break; sleep 0.01; done
+kill -USR1 $pid
+wait $pid
+code=$?
+[ $code -eq 130 ] || fail "SIGUSR1 to mpirun: exit $code, expected 130" "$dir/u.log"
+[ -f "$dir/u.checkpoint.safetensors" ] || fail "SIGUSR1 to mpirun left no checkpoint" "$dir/u.log"
+grep -q "interrupted after step" "$dir/u.log" || fail "SIGUSR1 to mpirun: no interruption message" "$dir/u.log"
+echo "SIGUSR1 to mpirun: every rank stops with a checkpoint, exit 130"

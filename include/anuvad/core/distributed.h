@@ -42,8 +42,12 @@ void broadcast(float* data, size_t n);
 void broadcast(double* data, size_t n);
 /// Rank 0's `bytes` on every rank (the size is sent first). A no-op with one rank.
 void broadcast(std::string& bytes);
+/// Rank 0's list of strings on every rank (one broadcast of their lengths and bytes). A no-op
+/// with one rank.
+void broadcast(std::vector<std::string>& strings);
 /// Every rank's `bytes`, in rank order, on rank 0 (MPI_Gatherv); an empty vector on the other
-/// ranks; {bytes} with one rank.
+/// ranks; {bytes} with one rank. Throws Error when a rank's bytes or their total exceed 2 GiB
+/// − 1 (MPI's int counts; that rank then ends the job through main's abort_all_ranks).
 std::vector<std::string> gather_to_root(const std::string& bytes);
 /// Returns when every rank has called it (MPI_Barrier); at once with one rank.
 void barrier();

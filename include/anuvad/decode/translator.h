@@ -32,10 +32,17 @@ class Translator {
   std::vector<std::string> translate_text(const std::vector<std::vector<int32_t>>& sources,
                                           const Tokenizer& tgt) const;
 
-  /// translate_text across the ranks of an mpirun job (core/distributed.h), every rank
-  /// calling it with the same sources: mini-batch j of the same length-ordered mini-batches is
-  /// decoded by rank j mod N, and rank 0 gets every translation in input order, byte-identical
-  /// to translate_text; the other ranks get an empty vector. translate_text with one rank.
+  /// translate across the ranks of an mpirun job (core/distributed.h), every rank calling it
+  /// with the same sources and options (a trace on every rank or on none): mini-batch j of the
+  /// same length-ordered mini-batches is decoded by rank j mod N, each rank's results travel to
+  /// rank 0 as bytes (decode/result_bytes.h, gather_to_root), and rank 0 gets translate()'s
+  /// n-best lists and trace->sentences in input order, bit for bit; the other ranks get an
+  /// empty vector and an empty trace. translate() with one rank. Throws as beam_search.
+  std::vector<std::vector<Hypothesis>> translate_across_ranks(const std::vector<std::vector<int32_t>>& sources,
+                                                              BeamTrace* trace = nullptr) const;
+  /// translate_text across the ranks (translate_across_ranks, then the best hypothesis of each
+  /// source detokenized on rank 0): every translation in input order on rank 0, byte-identical
+  /// to translate_text; an empty vector on the other ranks.
   std::vector<std::string> translate_text_across_ranks(const std::vector<std::vector<int32_t>>& sources,
                                                        const Tokenizer& tgt) const;
 
