@@ -2,16 +2,22 @@
 // corpora at once (-t), the K best models and their average (--final-model average).
 #include <catch2/catch.hpp>
 
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "anuvad/core/error.h"
+#include "anuvad/io/average.h"
+#include "anuvad/io/model_file.h"
+#include "anuvad/io/safetensors.h"
 #include "anuvad/text/tokenizer.h"
+#include "anuvad/train/best_models.h"
 #include "anuvad/train/options.h"
 #include "anuvad/train/subword_sampling.h"
 #include "anuvad/train/validator.h"
 #include "support/io_fixtures.h"
+#include "support/tiny_config.h"
 
 using namespace anuvad;
 using namespace anuvad::test;
@@ -183,4 +189,93 @@ TEST_CASE("corpora: a list is read as the union of its corpora, errors name file
                     Contains(dir.file("empty.tsv") + ": corpus has no sentence pairs"));
   write_file(dir.file("d.en"), "x\n");
   CHECK_THROWS_AS(read_parallel_corpus({dir.file("a.tsv"), dir.file("d.en")}), IoError);  // no d.hi
+}
+
+// =============================================================================================
+// The K best models and their average
+// =============================================================================================
+
+namespace {
+
+/// A BestModels writer that writes only the metadata (an empty safetensors file).
+void write_meta_only(const std::string& path, const std::map<std::string, std::string>& meta) {
+  SafetensorsFile f;
+  f.metadata = meta;
+  write_safetensors(path, f);
+}
+
+/// The valid_step of each kept file, best first.
+std::vector<int64_t> kept_steps(const BestModels& b) {
+  std::vector<int64_t> out;
+  for (const std::string& p : b.paths()) out.push_back(std::stoll(read_safetensors(p).metadata.at("valid_step")));
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("best models: the K best by the first metric, ranked in files, rebuilt on resume", "[train][average]") {
+  TempDir dir;
+  const std::string model = dir.file("m.safetensors");
+  write_file(dir.file("m.best-chrf.safetensors"), "the best model: not one of the ranks");
+  write_file(dir.file("m.best-chrf.7.safetensors"), "left by an earlier run");
+  BestModels best(model, "chrf", /*lower_is_better=*/false, 3);
+  best.clear();
+  CHECK(dir.entries() == std::vector<std::string>{"m.best-chrf.safetensors"});
+  CHECK(best.offer(1, 10.0, write_meta_only));
+  CHECK(best.offer(2, 12.0, write_meta_only));
+  CHECK(best.paths().size() == 2);  // fewer validations than K: what there is
+  CHECK(best.offer(3, 11.0, write_meta_only));
+  CHECK_FALSE(best.offer(4, 9.0, write_meta_only));   // worse than the 3rd
+  CHECK_FALSE(best.offer(5, 10.0, write_meta_only));  // a tie does not displace
+  CHECK(best.offer(6, 13.0, write_meta_only));
+  CHECK(best.paths() == std::vector<std::string>{dir.file("m.best-chrf.1.safetensors"),
+                                                 dir.file("m.best-chrf.2.safetensors"),
+                                                 dir.file("m.best-chrf.3.safetensors")});
+  CHECK(kept_steps(best) == std::vector<int64_t>{6, 2, 3});
+  CHECK(read_safetensors(best.path(1)).metadata.at("valid_score") == "13");
+  CHECK(read_safetensors(best.path(1)).metadata.at("valid_metric") == "chrf");
+  // Resumed at step 4: the validation at step 6 is made again, the files before it are kept.
+  BestModels resumed(model, "chrf", false, 3);
+  resumed.restore(4);
+  CHECK(kept_steps(resumed) == std::vector<int64_t>{2, 3});
+  CHECK(dir.entries() == std::vector<std::string>{"m.best-chrf.1.safetensors", "m.best-chrf.2.safetensors",
+                                                  "m.best-chrf.safetensors"});
+  CHECK(resumed.offer(5, 11.5, write_meta_only));
+  CHECK(kept_steps(resumed) == std::vector<int64_t>{2, 5, 3});
+  // Lower is better for cross-entropy.
+  BestModels ce(model, "cross-entropy", true, 2);
+  CHECK(ce.offer(1, 3.0, write_meta_only));
+  CHECK(ce.offer(2, 2.5, write_meta_only));
+  CHECK_FALSE(ce.offer(3, 3.5, write_meta_only));
+  CHECK(kept_steps(ce) == std::vector<int64_t>{2, 1});
+  CHECK_THROWS_AS(BestModels(model, "chrf", false, 0), ConfigError);
+}
+
+TEST_CASE("best models: averaging K identical models is the identity, two different ones their mean", "[train][average]") {
+  TempDir dir;
+  ModelConfig cfg = tiny_config({0, 0, 16, 2, 32, 1, 1, 32});
+  const Tokenizer& src = train_tokenizer(false);
+  const Tokenizer& tgt = train_tokenizer(true);
+  cfg.src_vocab_size = src.vocab_size();
+  cfg.tgt_vocab_size = tgt.vocab_size();
+  Transformer a(cfg), b(cfg);
+  a.init_parameters(1);
+  b.init_parameters(2);
+  save_model(dir.file("a.safetensors"), a, src, tgt);
+  save_model(dir.file("b.safetensors"), b, src, tgt);
+  const std::vector<std::string> same(4, dir.file("a.safetensors"));
+  average_model_files(same, dir.file("avg.safetensors"));
+  const SafetensorsFile original = read_safetensors(dir.file("a.safetensors"));
+  const SafetensorsFile averaged = read_safetensors(dir.file("avg.safetensors"));
+  for (const auto& [name, t] : original.tensors) CHECK(averaged.tensors.at(name).bytes == t.bytes);
+  CHECK(averaged.metadata.at("averaged_from") == nlohmann::json(same).dump());
+  average_model_files({dir.file("a.safetensors"), dir.file("b.safetensors")}, dir.file("ab.safetensors"));
+  const TranslationModel ab = load_model(dir.file("ab.safetensors"));
+  const auto& pa = a.params().params();
+  const auto& pb = b.params().params();
+  const auto& pab = ab.transformer->params().params();
+  for (size_t i = 0; i < pa.size(); ++i) {
+    const Mat mean = ((pa[i].value.cast<double>() + pb[i].value.cast<double>()) / 2).cast<Scalar>();
+    CHECK(pab[i].value == mean);
+  }
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
@@ -231,6 +232,35 @@ std::unique_ptr<SubwordSampler> make_sampler(const TrainOptions& opts, const Job
                                           opts.seed, job.cfg.max_positions - 1);
 }
 
+/// What --final-model average and --sentencepiece-alphas add to a run (each null when off).
+struct RunExtras {
+  std::unique_ptr<BestModels> best_k;
+  std::unique_ptr<SubwordSampler> sampler;
+};
+
+/// Sets hooks.validated (every validation offered to extras.best_k, which writes the model with
+/// run_metadata when it ranks) and hooks.epoch_examples (the sampler's epochs; the cost of the
+/// first one is logged). `extras`, `opts` and `job` must outlive the hooks.
+void set_extra_hooks(FitHooks& hooks, const TrainOptions& opts, const JobModel& job, RunExtras& extras) {
+  if (BestModels* best_k = extras.best_k.get())
+    hooks.validated = [best_k, &opts, &job](const ValidationResult& v) {
+      best_k->offer(v.step, v.scores.at(best_k->metric()), [&](const std::string& path, std::map<std::string, std::string> meta) {
+        meta.merge(run_metadata(opts, TrainResult{}));
+        meta.erase("epochs");
+        meta["final_model"] = "kept-best-" + best_k->metric();
+        save_model(path, *job.model, *job.src_tok, *job.tgt_tok, meta);
+      });
+    };
+  if (SubwordSampler* sampler = extras.sampler.get())
+    hooks.epoch_examples = [sampler, first = true](int e) mutable -> const std::vector<Example>& {
+      const std::vector<Example>& examples = sampler->epoch(e);
+      if (std::exchange(first, false))
+        spdlog::info("subword sampling of epoch {}: {:.1f} ms, {} subwords (the best segmentations: {})", e,
+                     1e3 * sampler->seconds(), sampler->sampled_tokens(), sampler->best_tokens());
+      return examples;
+    };
+}
+
 /// The log lines that describe a run before its first update: model, products, recipe.
 void log_setup(const TrainOptions& opts, const JobModel& job) {
   const ModelConfig& cfg = job.cfg;
@@ -307,25 +337,16 @@ TrainResult train(const TrainOptions& opts) {
   emit(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
   if (root) hooks.log = emit;
-  const std::unique_ptr<BestModels> best_k = make_best_models(opts, job);
+  RunExtras extras{make_best_models(opts, job), make_sampler(opts, job, corpus, train_kept, train_examples)};
   if (root) hooks.save = [&](const std::string& which, const TrainResult& r) {
-    save_trained_model(opts, job, best_k.get(), which, r);
+    save_trained_model(opts, job, extras.best_k.get(), which, r);
   };
-  if (best_k) hooks.validated = [&](const ValidationResult& v) {
-    best_k->offer(v.step, v.scores.at(best_k->metric()), [&](const std::string& path, std::map<std::string, std::string> meta) {
-      meta.merge(run_metadata(opts, TrainResult{}));
-      meta.erase("epochs");
-      meta["final_model"] = "kept-best-" + best_k->metric();
-      save_model(path, *job.model, *job.src_tok, *job.tgt_tok, meta);
-    });
-  };
+  set_extra_hooks(hooks, opts, job, extras);
   hooks.valid_text = &valid_refs;
   if (root) hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };
   hooks.resume = job.resume ? &*job.resume : nullptr;
-  const std::unique_ptr<SubwordSampler> sampler = make_sampler(opts, job, corpus, train_kept, train_examples);
-  if (sampler) hooks.epoch_examples = [&sampler](int e) -> const std::vector<Example>& { return sampler->epoch(e); };
   TrainResult r;
   try {
     r = fit(*job.model, train_examples, valid_examples, opts, hooks);

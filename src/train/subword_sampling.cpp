@@ -1,6 +1,7 @@
 // Per-epoch subword sampling of the training examples (include/anuvad/train/subword_sampling.h).
 #include "anuvad/train/subword_sampling.h"
 
+#include <chrono>
 #include <random>
 
 #include "anuvad/core/error.h"
@@ -27,6 +28,7 @@ uint64_t SubwordSampler::epoch_seed(uint64_t seed, int epoch, int side) {
 
 const std::vector<Example>& SubwordSampler::epoch(int number) {
   if (number == current_epoch_) return current_;
+  const auto start = std::chrono::steady_clock::now();
   current_ = best_;
   sampled_tokens_ = 0;
   for (int side = 0; side < 2; ++side) {
@@ -44,6 +46,7 @@ const std::vector<Example>& SubwordSampler::epoch(int number) {
   }
   for (const Example& e : current_) sampled_tokens_ += int64_t(e.src.size() + e.tgt.size());
   current_epoch_ = number;
+  seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return current_;
 }
 

@@ -37,6 +37,8 @@ class SubwordSampler {
   /// (both sides together).
   int64_t sampled_tokens() const { return sampled_tokens_; }
   int64_t best_tokens() const { return best_tokens_; }
+  /// Wall time of the last epoch's sampling, s.
+  double seconds() const { return seconds_; }
 
  private:
   std::vector<std::pair<std::string, std::string>> pairs_;
@@ -48,6 +50,7 @@ class SubwordSampler {
   int max_tokens_;
   int current_epoch_ = 0;  ///< the epoch current_ holds (0 = none)
   int64_t sampled_tokens_ = 0, best_tokens_ = 0;
+  double seconds_ = 0;
 };
 
 }  // namespace anuvad
