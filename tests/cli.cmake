@@ -247,3 +247,22 @@ set_tests_properties(cli.train_final_model PROPERTIES
   FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
   LABELS cli
   TIMEOUT 120)
+add_test(NAME cli.train_data_sampling_and_corpora
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/training_data.sh $<TARGET_FILE:anuvad>
+          ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json)
+set_tests_properties(cli.train_data_sampling_and_corpora PROPERTIES
+  PASS_REGULAR_EXPRESSION "alpha 0.5 another model, reproducible"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 180)
+anuvad_cli_test(train_sentencepiece_alphas_config
+  "\"average_best\": 4,.*\"sentencepiece_alphas\": \\[[^]]*0.1,[^]]*0.2[^]]*\\].*anuvad exit status 0 end"
+  train --sentencepiece-alphas 0.1 0.2 --dump-config)
+add_test(NAME cli.train_average_best
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/average_best.sh $<TARGET_FILE:anuvad>
+          ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json)
+set_tests_properties(cli.train_average_best PROPERTIES
+  PASS_REGULAR_EXPRESSION "interrupted run: the average at -m loads"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 180)

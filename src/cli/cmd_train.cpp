@@ -45,13 +45,17 @@ void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("-m,--model", opts->model_path, "Model file to write")->capture_default_str();
   flags.corpus_opts.push_back(
       sub->add_option("-t,--train-sets", opts->train_sets,
-                      "Training corpus: one TSV (english<TAB>hindi) or two line-aligned files "
-                      "(.en .hi); without it and without ./data/train.tsv, the installed corpus "
-                      "(PREFIX/share/anuvad/data/train.tsv and dev.tsv)")
+                      "Training corpora, read as one: each a TSV (english<TAB>hindi), X.en (read "
+                      "with X.hi; `X.en X.hi` is the same pair) or SRC,TGT (two line-aligned "
+                      "files), e.g. -t a.tsv b.en c.src,c.tgt (two paths neither .tsv nor a "
+                      "second .en: one SRC TGT pair, as before); the SentencePiece vocabularies "
+                      "are trained on all of them. Without it and without ./data/train.tsv, the "
+                      "installed corpus (PREFIX/share/anuvad/data/train.tsv and dev.tsv)")
           ->capture_default_str());
   flags.corpus_opts.push_back(
       sub->add_option("--valid-sets", opts->valid_sets,
-                      "Validation corpus (TSV or .en .hi); the --valid-metrics are logged")
+                      "Validation corpora, as -t (TSV, X.en or SRC,TGT; several are one set); "
+                      "the --valid-metrics are logged")
           ->capture_default_str());
   flags.corpus_opts.push_back(sub->add_flag_callback(
       "--no-valid", [opts] { opts->valid_sets.clear(); }, "Train without validation"));
@@ -70,7 +74,8 @@ void add_corpus_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
       ->capture_default_str()->check(CLI::Range(16, 1000000));
 }
 
-/// -l, --warmup-steps, --label-smoothing (the preset's unless given), --clip-norm.
+/// -l, --warmup-steps, --label-smoothing (the preset's unless given), --clip-norm,
+/// --sentencepiece-alphas.
 void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("-l,--learning-rate", opts->learning_rate, "Peak learning rate (default: the preset's)")
@@ -86,10 +91,19 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
       "label_smoothing");
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  flags.preset_governed.emplace_back(
+      sub->add_option("--sentencepiece-alphas", opts->sentencepiece_alphas,
+                      "Subword regularisation (Kudo 2018): re-segment the training sentences "
+                      "every epoch by sampling from the unigram SentencePiece model with this "
+                      "smoothing alpha (e.g. 0.5; one value for both sides, or source and "
+                      "target); 0 = the one best segmentation. Validation and translation never "
+                      "sample (default: the preset's)")
+          ->expected(1, 2)->check(CLI::NonNegativeNumber),
+      "sentencepiece_alphas");
 }
 
 /// --valid-freq, --valid-metrics, --early-stopping, --final-model (the preset's unless given),
-/// --valid-translation-output, --valid-mini-batch, --disp-freq.
+/// --average-best, --valid-translation-output, --valid-mini-batch, --disp-freq.
 void add_validation_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   flags.preset_governed.emplace_back(
       sub->add_option("--valid-freq", opts->valid_freq, "Validate every N updates (default: the preset's)")
@@ -112,10 +126,16 @@ void add_validation_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) 
   flags.preset_governed.emplace_back(
       sub->add_option("--final-model", opts->final_model,
                       "What -m holds when training ends or is interrupted: last (the last "
-                      "weights) or best (the best model of the first --valid-metrics; the last "
-                      "weights until the first validation) (default: the preset's)")
-          ->check(CLI::IsMember({"last", "best"})),
+                      "weights), best (the best model of the first --valid-metrics) or average "
+                      "(the mean of its --average-best best models, kept as "
+                      "<stem>.best-<metric>.1.safetensors (best) … .K); best and average give the "
+                      "last weights until the first validation (default: the preset's)")
+          ->check(CLI::IsMember({"last", "best", "average"})),
       "final_model");
+  sub->add_option("--average-best", opts->average_best,
+                  "K for --final-model average: keep the K best models of the first "
+                  "--valid-metrics and write their average to -m (fewer if fewer validations)")
+      ->capture_default_str()->check(CLI::Range(1, 1000));
   sub->add_option("--valid-translation-output", opts->valid_translation_output,
                   "Write the greedy translations of the validation sources here at each "
                   "validation (the file holds the last one)");

@@ -4,6 +4,8 @@
 #include <sentencepiece_processor.h>
 #include <sentencepiece_trainer.h>
 
+#include <mutex>
+#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -102,6 +104,33 @@ std::vector<int32_t> Tokenizer::encode(const std::string& text) const {
   const auto status = sp_->Encode(text, &ids);
   if (!status.ok()) throw TokenizerError("tokenizer: " + status.ToString());
   return {ids.begin(), ids.end()};
+}
+
+std::vector<std::vector<int32_t>> Tokenizer::sample_encode(const std::vector<std::string>& texts,
+                                                           double alpha, uint64_t seed) const {
+  if (!(alpha > 0)) throw TokenizerError("tokenizer: sampling needs alpha > 0");
+  // SentencePiece draws from one std::mt19937 per thread, seeded from the process-wide seed
+  // (SetRandomGeneratorSeed) when the thread first samples: a fresh thread started after
+  // setting the seed has a generator in a known state. The mutex keeps two samplers from
+  // interleaving their seeds. 0xFFFFFFFF means "from std::random_device" to SentencePiece.
+  static std::mutex mutex;
+  const std::lock_guard<std::mutex> lock(mutex);
+  auto seed32 = static_cast<unsigned>(seed ^ (seed >> 32));
+  if (seed32 == 0xFFFFFFFFu) seed32 = 0;
+  sentencepiece::SetRandomGeneratorSeed(seed32);
+  std::vector<std::vector<int32_t>> out(texts.size());
+  std::string error;
+  std::thread sampler([&] {
+    std::vector<int> ids;
+    for (size_t i = 0; i < texts.size() && error.empty(); ++i) {
+      const auto status = sp_->SampleEncode(texts[i], -1, static_cast<float>(alpha), &ids);
+      if (!status.ok()) error = status.ToString();
+      out[i].assign(ids.begin(), ids.end());
+    }
+  });
+  sampler.join();
+  if (!error.empty()) throw TokenizerError("tokenizer: " + error);
+  return out;
 }
 
 std::string Tokenizer::detokenize(const std::vector<int32_t>& ids) const {

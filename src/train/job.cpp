@@ -8,15 +8,19 @@
 #include <filesystem>
 #include <memory>
 #include <optional>
+#include <utility>
 
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
+#include "anuvad/io/average.h"
 #include "anuvad/io/model_file.h"
 #include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
+#include "anuvad/train/best_models.h"
 #include "anuvad/train/replicas.h"
+#include "anuvad/train/subword_sampling.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/train/training_log.h"
 
@@ -98,12 +102,9 @@ JobModel start_or_resume(const TrainOptions& opts, const nlohmann::json& fingerp
   return j;
 }
 
-/// Writes the model fit() asks for ("final" → opts.model_path, "best-<metric>" →
-/// best_model_path) with the run's metadata: seed, epochs, train_sets, valid_metrics, the
-/// best_valid_* figures and final_model. "final" with opts.final_model "best" copies the best
-/// model of the first validation metric instead, once there is one.
-void save_trained_model(const TrainOptions& opts, const JobModel& job, const std::string& which,
-                        const TrainResult& r) {
+/// The metadata of the models a run writes: seed, epochs, train_sets, valid_metrics and the
+/// best_valid_* figures of `r`.
+std::map<std::string, std::string> run_metadata(const TrainOptions& opts, const TrainResult& r) {
   std::map<std::string, std::string> meta = {
       {"seed", std::to_string(opts.seed)},
       {"epochs", std::to_string(r.epochs)},
@@ -119,8 +120,33 @@ void save_trained_model(const TrainOptions& opts, const JobModel& job, const std
     std::replace(key.begin(), key.end(), '-', '_');
     meta[key] = std::to_string(v);
   }
+  return meta;
+}
+
+/// --final-model average: the element-wise mean of the kept best models (io/average.h) written
+/// to `path` with `meta`, "averaged_from" (their paths, best first) and final_model
+/// "average-best-<metric>".
+void save_average(const BestModels& best_k, std::map<std::string, std::string> meta, const std::string& path) {
+  const std::vector<std::string> from = best_k.paths();
+  const TranslationModel m = average_models(from);
+  meta["averaged_from"] = nlohmann::json(from).dump();
+  meta["final_model"] = "average-best-" + best_k.metric();
+  save_model(path, *m.transformer, *m.src_tokenizer, *m.tgt_tokenizer, meta);
+  spdlog::info("saved model to {} (the average of the {} best dev {} models of the run, {} … {})", path,
+               from.size(), best_k.metric(), from.front(), from.back());
+}
+
+/// Writes the model fit() asks for ("final" → opts.model_path, "best-<metric>" →
+/// best_model_path) with run_metadata and final_model. "final" with opts.final_model "best"
+/// copies the best model of the first validation metric instead, once there is one; with
+/// "average", writes the average of the models `best_k` keeps, once there is one.
+void save_trained_model(const TrainOptions& opts, const JobModel& job, const BestModels* best_k,
+                        const std::string& which, const TrainResult& r) {
+  std::map<std::string, std::string> meta = run_metadata(opts, r);
   const bool best = which.rfind("best-", 0) == 0;
   const std::string path = best ? best_model_path(opts.model_path, which.substr(5)) : opts.model_path;
+  if (which == "final" && opts.final_model == "average" && best_k && !best_k->paths().empty())
+    return save_average(*best_k, meta, path);
   const std::string from =
       opts.valid_metrics.empty() ? "" : best_model_path(opts.model_path, opts.valid_metrics.front());
   if (which == "final" && opts.final_model == "best" && !from.empty() &&
@@ -179,6 +205,62 @@ nlohmann::json run_start_event(const TrainOptions& opts, const JobModel& job, si
   return start_event(run);
 }
 
+/// The K best models of a --final-model average run on rank 0 (none otherwise): those of an
+/// earlier run removed, or those of the run being resumed kept up to its step.
+std::unique_ptr<BestModels> make_best_models(const TrainOptions& opts, const JobModel& job) {
+  if (opts.final_model != "average" || opts.valid_metrics.empty() || opts.valid_sets.empty() || !is_root_rank())
+    return nullptr;
+  const std::string& metric = opts.valid_metrics.front();
+  auto best_k = std::make_unique<BestModels>(opts.model_path, metric, make_validator(metric)->lower_is_better(),
+                                             opts.average_best);
+  if (job.resume) best_k->restore(job.resume->step);
+  else best_k->clear();
+  return best_k;
+}
+
+/// The subword sampler of a run with --sentencepiece-alphas (none when both are 0): the kept
+/// training pairs `kept` of `corpus` and their examples `best`.
+std::unique_ptr<SubwordSampler> make_sampler(const TrainOptions& opts, const JobModel& job, const CorpusText& corpus,
+                                             const std::vector<size_t>& kept, const std::vector<Example>& best) {
+  const auto alphas = sentencepiece_alphas(opts);
+  if (alphas.first <= 0 && alphas.second <= 0) return nullptr;
+  std::vector<std::pair<std::string, std::string>> pairs;
+  for (size_t i : kept) pairs.push_back(corpus.train[i]);
+  spdlog::info("subword sampling (Kudo 2018): alpha {} source, {} target, new segmentations every epoch",
+               alphas.first, alphas.second);
+  return std::make_unique<SubwordSampler>(std::move(pairs), best, *job.src_tok, *job.tgt_tok, alphas,
+                                          opts.seed, job.cfg.max_positions - 1);
+}
+
+/// What --final-model average and --sentencepiece-alphas add to a run (each null when off).
+struct RunExtras {
+  std::unique_ptr<BestModels> best_k;
+  std::unique_ptr<SubwordSampler> sampler;
+};
+
+/// Sets hooks.validated (every validation offered to extras.best_k, which writes the model with
+/// run_metadata when it ranks) and hooks.epoch_examples (the sampler's epochs; the cost of the
+/// first one is logged). `extras`, `opts` and `job` must outlive the hooks.
+void set_extra_hooks(FitHooks& hooks, const TrainOptions& opts, const JobModel& job, RunExtras& extras) {
+  if (BestModels* best_k = extras.best_k.get())
+    hooks.validated = [best_k, &opts, &job](const ValidationResult& v) {
+      best_k->offer(v.step, v.scores.at(best_k->metric()), [&](const std::string& path, std::map<std::string, std::string> meta) {
+        meta.merge(run_metadata(opts, TrainResult{}));
+        meta.erase("epochs");
+        meta["final_model"] = "kept-best-" + best_k->metric();
+        save_model(path, *job.model, *job.src_tok, *job.tgt_tok, meta);
+      });
+    };
+  if (SubwordSampler* sampler = extras.sampler.get())
+    hooks.epoch_examples = [sampler, first = true](int e) mutable -> const std::vector<Example>& {
+      const std::vector<Example>& examples = sampler->epoch(e);
+      if (std::exchange(first, false))
+        spdlog::info("subword sampling of epoch {}: {:.1f} ms, {} subwords (the best segmentations: {})", e,
+                     1e3 * sampler->seconds(), sampler->sampled_tokens(), sampler->best_tokens());
+      return examples;
+    };
+}
+
 /// The log lines that describe a run before its first update: model, products, recipe.
 void log_setup(const TrainOptions& opts, const JobModel& job) {
   const ModelConfig& cfg = job.cfg;
@@ -215,15 +297,16 @@ TrainResult train(const TrainOptions& opts) {
 
   const nlohmann::json fingerprint = resume_fingerprint(opts);
   const std::string ckpt = checkpoint_path(opts.model_path);
-  const nlohmann::json hashes = corpus_hashes(opts.train_sets);
+  const nlohmann::json hashes = corpus_hashes(corpus_files(opts.train_sets));
   JobModel job = start_or_resume(opts, fingerprint, hashes, ckpt, corpus);
   const ModelConfig& cfg = job.cfg;
   spdlog::info("SentencePiece vocabularies: {} source, {} target pieces", cfg.src_vocab_size,
                cfg.tgt_vocab_size);
 
   int skipped = 0, skipped_valid = 0;
-  std::vector<size_t> valid_kept;
-  const auto train_examples = make_examples(corpus.train, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped);
+  std::vector<size_t> valid_kept, train_kept;
+  const auto train_examples =
+      make_examples(corpus.train, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped, &train_kept);
   const auto valid_examples =
       make_examples(corpus.valid, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
   ValidationText valid_refs;
@@ -254,7 +337,11 @@ TrainResult train(const TrainOptions& opts) {
   emit(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
   if (root) hooks.log = emit;
-  if (root) hooks.save = [&](const std::string& which, const TrainResult& r) { save_trained_model(opts, job, which, r); };
+  RunExtras extras{make_best_models(opts, job), make_sampler(opts, job, corpus, train_kept, train_examples)};
+  if (root) hooks.save = [&](const std::string& which, const TrainResult& r) {
+    save_trained_model(opts, job, extras.best_k.get(), which, r);
+  };
+  set_extra_hooks(hooks, opts, job, extras);
   hooks.valid_text = &valid_refs;
   if (root) hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);

@@ -98,11 +98,14 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::valid_metrics>("valid_metrics", kBoth),
       field<&O::early_stopping>("early_stopping", kBoth),
       field<&O::final_model>("final_model", kDumpConfig),
+      field<&O::average_best>("average_best", kDumpConfig),
       field<&O::valid_translation_output>("valid_translation_output", 0),
       field<&O::valid_mini_batch>("valid_mini_batch", kDumpConfig),
       field<&O::disp_freq>("disp_freq", 0),
       field<&O::src_vocab_size>("src_vocab_size", kBoth),
       field<&O::tgt_vocab_size>("tgt_vocab_size", kBoth),
+      // Not in the fingerprint: a resumed run may change it, and repeats its epoch either way.
+      field<&O::sentencepiece_alphas>("sentencepiece_alphas", kDumpConfig),
       field<&O::quiet>("quiet", 0),
       field<&O::save_freq>("save_freq", kDumpConfig),
       field<&O::resume>("resume", kDumpConfig),
@@ -133,6 +136,7 @@ void apply_preset(const std::string& name, TrainOptions& opts) {
   opts.valid_metrics = defaults.valid_metrics;
   opts.early_stopping = defaults.early_stopping;
   opts.final_model = defaults.final_model;
+  opts.sentencepiece_alphas = defaults.sentencepiece_alphas;
   if (name == "tiny") {
     // The bundled corpus (1097 pairs) in under 2 minutes on 2 cores: 120 epochs with dropout
     // 0.2 on the residual branches and 0.1 on attention weights and the feed-forward hidden
@@ -165,6 +169,10 @@ void apply_preset(const std::string& name, TrainOptions& opts) {
     opts.valid_metrics = {"chrf", "cross-entropy", "bleu"};
     opts.early_stopping = 8;
     opts.final_model = "best";
+    // Subword regularisation (Kudo 2018) at alpha 0.5 on both sides: on a tuning split carved
+    // from Tatoeba's train.tsv (277 pairs, by English sentence) the best chrF2 went from 29.9
+    // to 30.9 within 10,500 updates (alpha 0.1 segments too finely: 12 at update 2100).
+    opts.sentencepiece_alphas = {0.5};
   }
   // Both recipes share the optimizer settings and vocabulary sizes.
   opts.learning_rate = 1e-3;
@@ -183,9 +191,21 @@ TrainOptions resolve_train_options(const TrainArgs& args) {
     f.set(opts, f.get(args.options));
   }
   if (args.exponential_smoothing) opts.exponential_smoothing = parse_smoothing(*args.exponential_smoothing);
+  (void)sentencepiece_alphas(opts);  // checked here, so that --dump-config refuses it too
   opts.model = resolve_model_config(opts.model, opts.preset, opts.config_path, args.model_flags,
                                     opts.src_vocab_size, opts.tgt_vocab_size);
   return opts;
+}
+
+std::pair<double, double> sentencepiece_alphas(const TrainOptions& opts) {
+  const std::vector<double>& a = opts.sentencepiece_alphas;
+  if (a.size() > 2)
+    throw ConfigError("--sentencepiece-alphas: one value (both sides) or two (source, target), got " +
+                      std::to_string(a.size()));
+  for (double v : a)
+    if (!(v >= 0 && v < 1e6)) throw ConfigError("--sentencepiece-alphas: " + std::to_string(v) + " is not a smoothing >= 0");
+  if (a.empty()) return {0.0, 0.0};
+  return {a.front(), a.back()};
 }
 
 nlohmann::json training_options_json(const TrainOptions& opts) {

@@ -161,7 +161,7 @@ class Run {
  public:
   Run(Transformer& model, const std::vector<Example>& train, const TrainOptions& opts,
       const FitHooks& hooks, Validation& validation)
-      : model_(model), train_(train), opts_(opts), hooks_(hooks), validation_(validation),
+      : model_(model), train_(&train), opts_(opts), hooks_(hooks), validation_(validation),
         rng_(opts.seed), adam_(model.params()),
         ema_(model.params(), opts.exponential_smoothing, hooks.resume ? &hooks.resume->ema : nullptr),
         progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet || !is_root_rank(),
@@ -186,6 +186,8 @@ class Run {
   int64_t step() const { return step_; }
   Rng& rng() { return rng_; }
   TrainResult& result() { return result_; }
+  /// The examples the next updates train on (hooks.epoch_examples); the batches index them.
+  void set_examples(const std::vector<Example>& examples) { train_ = &examples; }
 
   /// One update on the epoch's next (global) batch: forward, loss and backward of this
   /// process's shards of it, the gradient sum over shards and ranks, clip, Adam, EMA, then the
@@ -234,6 +236,7 @@ class Run {
       spdlog::info("{}", validation_.summary(v));
       if (hooks_.log) hooks_.log(validation_event(v, validation_.tracker(), progress_.elapsed_seconds()));
       result_.validations.push_back(v);
+      if (hooks_.validated) hooks_.validated(v);
       if (hooks_.save && !v.improved.empty()) {
         check_finite_weights(model_.params(), step_);
         for (const auto& m : v.improved) hooks_.save("best-" + m, result_);
@@ -329,7 +332,7 @@ class Run {
   /// generator (the batch order) as a one-shard run without dropout has it.
   void compute_shards(const std::vector<int>& global, double* totals) {
     int64_t global_tgt = 0;
-    for (int i : global) global_tgt += static_cast<int64_t>(train_[i].tgt.size()) + 1;  // + EOS
+    for (int i : global) global_tgt += static_cast<int64_t>((*train_)[i].tgt.size()) + 1;  // + EOS
     const uint64_t dropout_seed = splitmix64(opts_.seed ^ splitmix64(static_cast<uint64_t>(step_)));
     for (int k = first_shard_; k < first_shard_ + local_shards_; ++k) {
       const auto [first, last] = shard_range(global.size(), k, shards_);
@@ -339,7 +342,7 @@ class Run {
         continue;
       }
       std::vector<const Example*> ptrs;
-      for (size_t i = first; i < last; ++i) ptrs.push_back(&train_[global[i]]);
+      for (size_t i = first; i < last; ++i) ptrs.push_back(&(*train_)[global[i]]);
       const Batch b = make_batch(ptrs);
       Rng shard_rng(dropout_seed + static_cast<uint64_t>(k));
       const DropoutContext dctx{shards_ > 1 ? &shard_rng : &rng_};
@@ -354,7 +357,7 @@ class Run {
   }
 
   Transformer& model_;
-  const std::vector<Example>& train_;
+  const std::vector<Example>* train_;  ///< this epoch's examples
   const TrainOptions& opts_;
   const FitHooks& hooks_;
   Validation& validation_;
@@ -411,7 +414,10 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
   }
   for (int e = run.first_epoch(); !stop && (opts.after_epochs <= 0 || e <= opts.after_epochs); ++e) {
     const TrainState* resumed = e == run.first_epoch() ? hooks.resume : nullptr;
-    Epoch epoch = begin_epoch(e, train_examples, opts.batch_tokens, run.rng(), resumed);
+    const std::vector<Example>& examples = hooks.epoch_examples ? hooks.epoch_examples(e) : train_examples;
+    if (examples.size() != train_examples.size()) throw ConfigError("epoch_examples: example count differs");
+    run.set_examples(examples);
+    Epoch epoch = begin_epoch(e, examples, opts.batch_tokens, run.rng(), resumed);
     while (epoch.next_batch < epoch.batches.size()) {
       run.update(epoch);
       if (opts.valid_freq > 0 && run.step() % opts.valid_freq == 0 && run.validate()) {

@@ -43,6 +43,12 @@ add_test(NAME e2e.sigterm_and_resume_with_ema_is_bit_identical
           ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json
           --exponential-smoothing 1e-3)
 set_tests_properties(e2e.sigterm_and_resume_with_ema_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
+# The same with subword sampling: a resumed epoch is sampled as the interrupted one was.
+add_test(NAME e2e.interrupt_and_resume_with_sampling_is_bit_identical
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/resume.sh $<TARGET_FILE:anuvad>
+          ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny.tsv ${CMAKE_CURRENT_SOURCE_DIR}/data/cli/tiny_config.json
+          --sentencepiece-alphas 0.3)
+set_tests_properties(e2e.interrupt_and_resume_with_sampling_is_bit_identical PROPERTIES LABELS e2e TIMEOUT 600)
 
 # Awkward input lines in a translation stream: BOM, CRLF, invalid UTF-8, NUL, empty and blank
 # lines, Hindi and emoji on the source side, unknown characters, an over-long line.

@@ -1,5 +1,6 @@
 // Reading parallel corpora and checking text input: a TSV of `english<TAB>hindi` lines, or two
-// line-aligned files (`corpus.en` + `corpus.hi`, as public parallel corpora ship).
+// line-aligned files (`corpus.en` + `corpus.hi`, as public parallel corpora ship); a list of
+// them is read as one corpus.
 //
 // Line handling (documented in README): a UTF-8 byte-order mark at the start of a file and a
 // trailing CR (CRLF line ends) are removed; invalid UTF-8, a NUL byte, a missing tab, more than
@@ -20,12 +21,32 @@ struct SentencePair {
   std::string origin;
 };
 
-/// Reads a parallel corpus. `paths` holds one TSV file, or two line-aligned files (source,
-/// target); a single path ending in ".en" is paired with the same stem + ".hi".
-/// Both sides are normalized with `normalization` (normalize.h); a side empty after it is an
-/// error. Throws IoError (unreadable file) or DataError ("file:line: reason").
+/// One corpus of a corpus list: a TSV file (`tsv`), or two line-aligned files (`src`, `tgt`).
+struct CorpusSource {
+  std::string tsv;
+  std::string src, tgt;
+};
+
+/// The corpora named by a list of values (`-t`, `--valid-sets`, `--test`), in order:
+///   "SRC,TGT"  two line-aligned files (source, target);
+///   "X.en"     the pair X.en + X.hi (a next value "X.hi" is that same pair, so "X.en X.hi"
+///              is one corpus);
+///   anything else a TSV file (english<TAB>hindi).
+/// For compatibility, exactly two values without a comma, neither ending in ".tsv" and the
+/// second not in ".en", are one line-aligned pair (source, target), as before lists existed.
+/// Throws DataError for an empty list, an empty side of "SRC,TGT", more than one comma, or a
+/// ".hi" value without its ".en" before it.
+std::vector<CorpusSource> parse_corpus_list(const std::vector<std::string>& values);
+
+/// Every file the corpora of `values` read (parse_corpus_list), in order.
+std::vector<std::string> corpus_files(const std::vector<std::string>& values);
+
+/// Reads the corpora of `values` (parse_corpus_list) and returns their pairs, one corpus after
+/// the other. Both sides are normalized with `normalization` (normalize.h); a side empty after
+/// it is an error. Throws IoError (unreadable file) or DataError ("file:line: reason", or
+/// "FILE: corpus has no sentence pairs" for a corpus without pairs).
 std::vector<SentencePair> read_parallel_corpus(
-    const std::vector<std::string>& paths,
+    const std::vector<std::string>& values,
     TextNormalization normalization = TextNormalization::kNfcSpaces);
 
 /// Returns an empty string when `text` is acceptable input text (valid UTF-8, no NUL byte),

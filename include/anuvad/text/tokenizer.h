@@ -7,6 +7,7 @@
 // no leading, trailing or repeated spaces and no character missing from the training text.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -42,6 +43,15 @@ class Tokenizer {
 
   /// Text → subword ids (no BOS/EOS). Characters unseen in training map to UNK.
   std::vector<int32_t> encode(const std::string& text) const;
+  /// Subword regularisation (Kudo 2018, arXiv:1804.10959 §3): one segmentation of each of
+  /// `texts` sampled from the whole lattice of a unigram model (SentencePiece's SampleEncode
+  /// with nbest_size −1, i.e. l = ∞) with smoothing `alpha` > 0, P(x) ∝ P_unigram(x)^alpha (small
+  /// alpha: nearly uniform; large: nearly encode()). Deterministic for a given `seed` (the
+  /// texts are sampled in order by one generator seeded with it), whatever else runs in the
+  /// process. The pieces always decode to the text encode() sees (detokenize(sample) ==
+  /// detokenize(encode(text))). Throws TokenizerError when SentencePiece fails or alpha ≤ 0.
+  std::vector<std::vector<int32_t>> sample_encode(const std::vector<std::string>& texts, double alpha,
+                                                  uint64_t seed) const;
   /// Subword ids → text; PAD/BOS/EOS are skipped, UNK decodes to "⁇" (U+2047) without spaces
   /// of its own, so "I☃snow" comes back as "I⁇snow" and "I ☃ snow" as "I ⁇ snow".
   std::string detokenize(const std::vector<int32_t>& ids) const;

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "anuvad/nn/config.h"
@@ -44,15 +45,26 @@ struct TrainOptions {
   std::vector<std::string> valid_metrics{"cross-entropy"};
   int early_stopping = 0;       ///< stop after N validations without improvement of the first metric (0 = never)
   /// The weights written to model_path when training ends or is interrupted: "last" (the
-  /// weights of the last update, averaged when exponential_smoothing is on) or "best" (a copy
-  /// of <stem>.best-<first valid metric>.safetensors; the last weights while no validation
-  /// has been made, or without validation).
+  /// weights of the last update, averaged when exponential_smoothing is on), "best" (a copy
+  /// of <stem>.best-<first valid metric>.safetensors) or "average" (the element-wise mean of
+  /// the average_best best models of the first valid metric, kept as
+  /// <stem>.best-<metric>.<rank>.safetensors; train/best_models.h); "best" and "average" give
+  /// the last weights while no validation has been made, or without validation.
   std::string final_model = "last";
+  /// How many of the best models (by the first valid metric) --final-model average keeps and
+  /// averages (fewer when fewer validations were made). Unused with "last" and "best".
+  int average_best = 4;
   std::string valid_translation_output;  ///< file for the greedy translations of the last validation
   int valid_mini_batch = 32;    ///< sentences per beam_search call when translating the validation set
   int disp_freq = 100;          ///< log a line every this many updates
   int src_vocab_size = 1000;
   int tgt_vocab_size = 1000;
+  /// Subword regularisation (Kudo 2018; Marian's --sentencepiece-alphas): {A} for both sides
+  /// or {A_SRC, A_TGT}; a side with alpha > 0 has its training sentences re-segmented every
+  /// epoch by sampling from its unigram model with that smoothing (train/subword_sampling.h),
+  /// deterministically from (seed, epoch). 0 = the one best segmentation (off). Validation,
+  /// translation and scoring never sample.
+  std::vector<double> sentencepiece_alphas{0.0};
   bool quiet = false;           ///< no live progress line
   /// Write a resumable checkpoint every this many updates (0 = only when interrupted), to
   /// <stem>.checkpoint.safetensors; SIGINT/SIGTERM also write one after the current update.
@@ -131,6 +143,11 @@ struct TrainArgs {
   /// --exponential-smoothing as given when present: "" or "true" = Marian's default 1e-4.
   std::optional<std::string> exponential_smoothing;
 };
+
+/// The sampling smoothing of the source and target sides from opts.sentencepiece_alphas ({A}:
+/// both A). Throws ConfigError for more than two values or a value that is negative or not
+/// finite.
+std::pair<double, double> sentencepiece_alphas(const TrainOptions& opts);
 
 /// The options of a run: args.options with the preset applied (apply_preset), the explicit
 /// options put back, and opts.model resolved as preset model → keys of options.config_path (a

@@ -85,6 +85,14 @@ struct FitHooks {
   /// The "train" (every opts.disp_freq updates) and "valid" events of the structured training
   /// log (train/training_log.h).
   TrainingEventSink log;
+  /// When set, the training examples of each epoch (1-based), called at its start (also for
+  /// the epoch a resumed run continues): same count and order as fit()'s train_examples, e.g.
+  /// re-segmented by subword sampling (train/subword_sampling.h). Must return the same
+  /// examples for the same epoch, so that a resumed run repeats it.
+  std::function<const std::vector<Example>&(int epoch)> epoch_examples;
+  /// Called (on rank 0) after every validation with its result, while the model holds the
+  /// weights that were validated (the averaged ones under exponential smoothing).
+  std::function<void(const ValidationResult& v)> validated;
 };
 
 /// The training loop on already tokenised data (used by train() and by the tests): epochs of
