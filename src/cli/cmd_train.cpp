@@ -164,7 +164,8 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
                   "layers, dropout 0.2, attention/FFN dropout 0.1, lr 1e-3, warm-up 400; 120 epochs, "
                   "chrf validation every 100 updates, the best-chrF weights at -m (the last "
                   "without validation); the bundled corpus) or small (the same network with dropout 0.3 and "
-                  "attention/FFN dropout 0.1; chrf validation every 300 updates, early stopping "
+                  "attention/FFN dropout 0.1, subword sampling at alpha 0.5; chrf validation every "
+                  "300 updates, early stopping "
                   "8, at most 2000 epochs, the best-chrF weights at -m; a few thousand pairs such "
                   "as Tatoeba: needs --valid-sets). -c FILE and explicit flags override it")
       ->capture_default_str()
