@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "anuvad/core/error.h"
 #include "anuvad/nn/dropout.h"
 #include "anuvad/nn/transformer.h"
 #include "support/test_support.h"
