@@ -15,24 +15,28 @@ constexpr uint64_t kGamma = 0x9E3779B97F4A7C15ull;  // SplitMix64's increment, 2
 /// probability p to within 2^-32), else multiplied by keep = 1/(1−p).
 struct DropRule {
   explicit DropRule(Scalar p)
-      : threshold(static_cast<uint64_t>(static_cast<double>(p) * 4294967296.0)),
+      : threshold(static_cast<uint32_t>(static_cast<double>(p) * 4294967296.0)),
         keep(Scalar(1) / (Scalar(1) - p)) {}
-  Scalar operator()(uint64_t u32) const { return u32 < threshold ? Scalar(0) : keep; }
-  uint64_t threshold;
+  uint32_t threshold;
   Scalar keep;
 };
 
 /// Fills out[0, cols) from the SplitMix64 sequence seeded with `row_key` (state row_key + i·γ,
 /// output i): output i gives columns 2i (its low 32 bits) and 2i + 1 (its high 32 bits).
-void fill_row(uint64_t row_key, const DropRule& rule, Scalar* out, Index cols) {
+/// (The rule is passed by value so that the loop vectorises: no aliasing with `out`.)
+void fill_row(uint64_t row_key, const DropRule rule, Scalar* out, Index cols) {
+  const uint32_t threshold = rule.threshold;
+  const Scalar keep = rule.keep;
   const Index pairs = cols / 2;
   for (Index i = 0; i < pairs; ++i) {
     const uint64_t z = splitmix64(row_key + static_cast<uint64_t>(i) * kGamma);
-    out[2 * i] = rule(z & 0xFFFFFFFFull);
-    out[2 * i + 1] = rule(z >> 32);
+    out[2 * i] = static_cast<uint32_t>(z) < threshold ? Scalar(0) : keep;
+    out[2 * i + 1] = static_cast<uint32_t>(z >> 32) < threshold ? Scalar(0) : keep;
   }
-  if (cols % 2 != 0)
-    out[cols - 1] = rule(splitmix64(row_key + static_cast<uint64_t>(pairs) * kGamma) & 0xFFFFFFFFull);
+  if (cols % 2 != 0) {
+    const uint64_t z = splitmix64(row_key + static_cast<uint64_t>(pairs) * kGamma);
+    out[cols - 1] = static_cast<uint32_t>(z) < threshold ? Scalar(0) : keep;
+  }
 }
 
 /// Runs fill(b) for every sentence b of `batch`, split across the threads when the mask has
