@@ -72,10 +72,10 @@ TEST_CASE("FeedForward backward matches finite differences, with and without FFN
     randomize(reg, 7);
     Mat x = random_mat(6, 4, 8);
     const Mat r = random_mat(6, 4, 9);
-    // Re-seeding the generator before every forward reproduces the same dropout mask.
+    // Two sentences of 2 and 4 tokens; every forward draws the same (counter-based) mask.
+    const Packing rows = Packing::of({2, 4});
     auto run = [&](FeedForwardCache& c, Mat& y) {
-      Rng rng(99);
-      ffn.forward(x, p, DropoutContext{&rng}, c, y);
+      ffn.forward(x, p, DropoutContext::training(99, 1).over(rows), c, y);
     };
     auto loss = [&] {
       FeedForwardCache c;
@@ -105,6 +105,27 @@ TEST_CASE("Embedding backward matches finite differences", "[gradcheck]") {
     return weighted_sum(y, r);
   };
   emb.backward(r, ids);
+  CHECK(max_param_grad_error(reg, loss) < kTol);
+}
+
+TEST_CASE("Embedding backward with word dropout matches finite differences", "[gradcheck]") {
+  ParamRegistry reg;
+  Embedding emb(reg, "emb", 9, 6, 16);
+  randomize(reg, 12);
+  const TokenIds ids = {4, 2, 4, 8, 0, 1, 4};  // repeated ids accumulate, kept or dropped
+  const Packing rows = Packing::of({3, 4});
+  Mat word_drop;
+  make_dropout_mask(1, 0.4, DropoutContext::training(2, 1).site(dropout_site::kSrcWords).over(rows), word_drop);
+  REQUIRE(word_drop.rows() == 7);
+  REQUIRE((word_drop.array() == 0.0).any());  // (this seed drops some rows and keeps others)
+  REQUIRE((word_drop.array() != 0.0).any());
+  const Mat r = random_mat(7, 6, 13);
+  auto loss = [&] {
+    Mat y;
+    emb.forward(ids, rows, y, word_drop);
+    return weighted_sum(y, r);
+  };
+  emb.backward(r, ids, word_drop);
   CHECK(max_param_grad_error(reg, loss) < kTol);
 }
 
@@ -165,9 +186,9 @@ TEST_CASE("MultiHeadAttention backward matches finite differences", "[gradcheck]
       Mat x_kv = c.self ? x_q : random_mat(kv_rows.rows(), d_model, 22);
       const Mat r = random_mat(q_rows.rows(), d_model, 23);
       auto run = [&](AttentionCache& cache, Mat& y) {
-        Rng rng(5);
         const Mat& kv = c.self ? x_q : x_kv;
-        mha.forward(x_q, kv, q_rows, kv_rows, c.causal, c.attention_dropout, DropoutContext{&rng}, cache, y);
+        mha.forward(x_q, kv, q_rows, kv_rows, c.causal, c.attention_dropout,
+                    DropoutContext::training(5, 1), cache, y);
       };
       auto loss = [&] {
         AttentionCache cache;
@@ -206,9 +227,9 @@ TEST_CASE("Residual sublayer backward matches finite differences (pre- and post-
     randomize(reg, 30);
     Mat x = random_mat(4, 6, 31);
     const Mat r = random_mat(4, 6, 32);
+    const Packing rows = Packing::of({1, 3});
     auto run = [&](ResidualCache& c, Mat& y) {
-      Rng rng(3);
-      residual_forward(x, ln, pre, 0.3, DropoutContext{&rng},
+      residual_forward(x, ln, pre, 0.3, DropoutContext::training(3, 1).over(rows),
                        [&](const Mat& in, Mat& out) { f.forward(in, out); }, c, y);
     };
     auto loss = [&] {
@@ -278,21 +299,27 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
   }
 }
 
-TEST_CASE("Transformer backward matches finite differences for the whole loss", "[gradcheck]") {
+TEST_CASE("Transformer backward matches finite differences for the whole loss (dropout, word dropout)", "[gradcheck]") {
   struct Case {
     const char* norm;
     bool tie;
     double dropout;
+    double word_dropout;  ///< dropout_src and dropout_trg
   };
-  for (const Case c : {Case{"pre", true, 0.0}, Case{"post", false, 0.0}, Case{"pre", false, 0.2}}) {
-    Transformer model(tiny_config(c.norm, c.tie, c.dropout));
+  for (const Case c : {Case{"pre", true, 0.0, 0.0}, Case{"post", false, 0.0, 0.0}, Case{"pre", false, 0.2, 0.0},
+                       Case{"post", true, 0.0, 0.3}, Case{"pre", false, 0.2, 0.3}}) {
+    ModelConfig cfg = tiny_config(c.norm, c.tie, c.dropout);
+    cfg.dropout_src = cfg.dropout_trg = c.word_dropout;
+    Transformer model(cfg);
     model.init_parameters(50);
     randomize(model.params(), 51, 0.4);
     const Batch b = tiny_batch();
     const double n = static_cast<double>(b.n_tgt_tokens());
+    const bool train = c.dropout > 0 || c.word_dropout > 0;
     auto run = [&](ForwardCache& cache, Mat& logits) {
-      Rng rng(8);
-      model.forward(b, DropoutContext{c.dropout > 0 ? &rng : nullptr}, cache, logits);
+      // (seed 3 drops some tokens on both sides and keeps others: checked below)
+      const uint64_t seed = c.word_dropout > 0 ? 3 : 8;
+      model.forward(b, train ? DropoutContext::training(seed, 1) : DropoutContext{}, cache, logits);
     };
     auto loss = [&] {
       ForwardCache cache;
@@ -304,11 +331,18 @@ TEST_CASE("Transformer backward matches finite differences for the whole loss", 
     Mat logits, dlogits;
     run(cache, logits);
     label_smoothed_cross_entropy(logits, b.tgt_out, 0.1, &dlogits, n);
+    if (c.word_dropout > 0) {
+      REQUIRE((cache.src_word_drop.array() == 0.0).any());
+      REQUIRE((cache.tgt_word_drop.array() == 0.0).any());
+      REQUIRE((cache.src_word_drop.array() != 0.0).any());
+      REQUIRE((cache.tgt_word_drop.array() != 0.0).any());
+    }
     model.params().zero_grad();
     model.backward(b, dlogits, cache);
     std::string worst;
     const double err = max_param_grad_error(model.params(), loss, 30, &worst);
-    INFO(c.norm << "-norm, tie_output " << c.tie << ", dropout " << c.dropout << ", worst " << worst);
+    INFO(c.norm << "-norm, tie_output " << c.tie << ", dropout " << c.dropout << ", word dropout "
+                << c.word_dropout << ", worst " << worst);
     CHECK(err < kTol);
   }
 }

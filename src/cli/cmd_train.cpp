@@ -189,6 +189,10 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   model_double("--transformer-dropout", "dropout", "Dropout on embeddings and residual branches");
   model_double("--transformer-dropout-attention", "attention_dropout", "Dropout on attention weights");
   model_double("--transformer-dropout-ffn", "ffn_dropout", "Dropout on the feed-forward hidden activation");
+  model_double("--dropout-src", "dropout_src",
+               "Word dropout on the source: zero a token's embedding vector with probability P "
+               "(kept ones scaled by 1/(1-P), positions kept)");
+  model_double("--dropout-trg", "dropout_trg", "Word dropout on the target input, as --dropout-src");
   flags.smoothing_opt =
       sub->add_option("--exponential-smoothing", flags.exponential_smoothing,
                       "Keep an exponential moving average of the weights, used for validation "

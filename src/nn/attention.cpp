@@ -154,8 +154,7 @@ void MultiHeadAttention::forward(const Mat& x_q, const Mat& x_kv, const Packing&
   const int batch = q_rows.batch_size(), n_queries = q_rows.max_length, n_keys = kv_rows.max_length;
   const AttentionShape shape{batch, n_queries, n_keys, n_heads_, 0, nullptr, 0, &q_rows, &kv_rows};
   const AttentionMask mask{&kv_rows.lengths, causal, 0};
-  make_dropout_mask(Index(batch) * n_heads_ * n_queries, n_keys, attention_dropout, dctx,
-                    cache.drop);
+  make_attention_dropout_mask(q_rows, n_heads_, n_keys, attention_dropout, dctx, cache.drop);
   cache.probs.resize(Index(batch) * n_heads_ * n_queries, n_keys);
   attend(x_q, cache.k, cache.v, shape, mask, cache.drop, cache, cache.probs, y);
 }

@@ -8,20 +8,6 @@
 
 namespace anuvad {
 
-void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask) {
-  if (!ctx.active() || p <= Scalar(0)) {
-    mask.resize(0, 0);
-    return;
-  }
-  mask.resize(rows, cols);
-  const Scalar keep_scale = Scalar(1) / (Scalar(1) - p);
-  // Compare 53 random bits with a threshold: one draw per element, no floating-point division.
-  const uint64_t threshold = static_cast<uint64_t>(static_cast<double>(p) * 9007199254740992.0);
-  Rng& rng = *ctx.rng;
-  Scalar* m = mask.data();
-  for (Index i = 0; i < mask.size(); ++i) m[i] = ((rng() >> 11) < threshold) ? Scalar(0) : keep_scale;
-}
-
 // ---------------------------------------------------------------------------------------------
 // Linear
 
@@ -125,7 +111,9 @@ void FeedForward::forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout,
                           const DropoutContext& dctx, FeedForwardCache& cache, Mat& y) const {
   linear1.forward(x, cache.hidden);
   cache.hidden = cache.hidden.cwiseMax(Scalar(0));
-  make_dropout_mask(cache.hidden.rows(), cache.hidden.cols(), ffn_dropout, dctx, cache.drop);
+  make_dropout_mask(cache.hidden.cols(), ffn_dropout, dctx.site(dropout_site::kFfnHidden), cache.drop);
+  ANUVAD_CHECK_SHAPE(cache.drop.size() == 0 || cache.drop.rows() == x.rows(),
+                     "FeedForward: the dropout rows do not match the input");
   if (cache.drop.size() > 0) {
     cache.hidden_dropped = cache.hidden.cwiseProduct(cache.drop);
     linear2.forward(cache.hidden_dropped, y);
@@ -160,7 +148,8 @@ Embedding::Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_
 
 template <typename LengthOf, typename OffsetOf>
 void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, OffsetOf offset_of,
-                           int longest, int max_len, int first_position, Mat& out) const {
+                           int longest, int max_len, int first_position,
+                           const Scalar* word_drop, Mat& out) const {
   ANUVAD_CHECK_SHAPE(first_position >= 0 && Index(first_position) + max_len <= max_positions_,
                      "sequence of " + std::to_string(Index(first_position) + max_len) +
                          " tokens exceeds max_positions " + std::to_string(max_positions_));
@@ -174,7 +163,8 @@ void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, O
   // proportion to a config value (a hostile model file's, too). Row t of the longest sequence
   // receives PE[first_position + t] first and is the source the other sequences add from, and
   // it is overwritten last by the same expression, so every row is E[id]·√D + PE[pos] computed
-  // alike.
+  // alike (E[id]·(√D·m) + PE[pos] under word dropout).
+  auto scale_of = [&](Index r) { return word_drop ? scale_ * word_drop[r] : scale_; };
   for (int t = 0; t < max_len; ++t) {
     const Index src_row = offset_of(longest) + t;
     auto pe = out.row(src_row);
@@ -187,9 +177,9 @@ void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, O
     for (int b = 0; b < batch; ++b) {
       if (b == longest || length_of(b) <= t) continue;
       const Index r = offset_of(b) + t;
-      out.row(r) = weight.value.row(ids[size_t(r)]) * scale_ + pe;
+      out.row(r) = weight.value.row(ids[size_t(r)]) * scale_of(r) + pe;
     }
-    pe = weight.value.row(ids[size_t(src_row)]) * scale_ + pe;  // element-wise: no aliasing
+    pe = weight.value.row(ids[size_t(src_row)]) * scale_of(src_row) + pe;  // element-wise: no aliasing
   }
 }
 
@@ -199,24 +189,33 @@ void Embedding::forward(const TokenIds& ids, int batch, int len, int first_posit
                      weight.name + ": ids size does not match batch × length");
   embed_rows(
       ids, batch, [len](int) { return len; }, [len](int b) { return Index(b) * len; }, 0, len,
-      first_position, out);
+      first_position, nullptr, out);
 }
 
-void Embedding::forward(const TokenIds& ids, const Packing& rows, Mat& out) const {
+void Embedding::forward(const TokenIds& ids, const Packing& rows, Mat& out, const Mat& word_drop) const {
   ANUVAD_CHECK_SHAPE(static_cast<Index>(ids.size()) == rows.rows(),
                      weight.name + ": ids size does not match the packed rows");
+  ANUVAD_CHECK_SHAPE(word_drop.size() == 0 || (word_drop.rows() == rows.rows() && word_drop.cols() == 1),
+                     weight.name + ": word dropout is not one multiplier per row");
   int longest = 0;
   for (int b = 0; b < rows.batch_size(); ++b)
     if (rows.lengths[b] > rows.lengths[longest]) longest = b;
   embed_rows(
       ids, rows.batch_size(), [&rows](int b) { return rows.lengths[b]; },
-      [&rows](int b) { return Index(rows.offsets[b]); }, longest, rows.max_length, 0, out);
+      [&rows](int b) { return Index(rows.offsets[b]); }, longest, rows.max_length, 0,
+      word_drop.size() > 0 ? word_drop.data() : nullptr, out);
 }
 
-void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const {
-  // forward: out[r] = E[id_r]·√D + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D
+void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids, const Mat& word_drop) const {
+  // forward: out[r] = E[id_r]·√D·m_r + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D·m_r
   Mat& grad = weight.grad_acc();
-  for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;
+  if (word_drop.size() == 0) {
+    for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;
+    return;
+  }
+  ANUVAD_CHECK_SHAPE(word_drop.rows() == dout.rows(), weight.name + ": word dropout rows do not match");
+  for (Index r = 0; r < dout.rows(); ++r)
+    if (word_drop(r, 0) != Scalar(0)) grad.row(ids[r]) += dout.row(r) * (scale_ * word_drop(r, 0));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -231,7 +230,9 @@ void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar d
     cache.f_in = x;
   }
   f(cache.f_in, cache.f_out);
-  make_dropout_mask(x.rows(), x.cols(), dropout, dctx, cache.drop);
+  make_dropout_mask(x.cols(), dropout, dctx, cache.drop);
+  ANUVAD_CHECK_SHAPE(cache.drop.size() == 0 || cache.drop.rows() == x.rows(),
+                     "residual: the dropout rows do not match the input");
   if (pre_norm) {
     y = x;
     if (cache.drop.size() > 0) {

@@ -34,17 +34,20 @@ EncoderLayer::EncoderLayer(ParamRegistry& reg, const std::string& prefix, const 
 
 void EncoderLayer::forward(const Mat& x, const Packing& src_rows, const DropoutContext& dctx,
                            EncoderLayerCache& cache, Mat& y) const {
+  namespace site = dropout_site;
+  const DropoutContext d = dctx.over(src_rows);
+  const DropoutContext weights = d.site(site::kSelfAttnWeights);
   Mat h;
   residual_forward(
-      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), d.site(site::kSelfAttnResidual),
       [&](const Mat& in, Mat& out) {
         self_attn.forward(in, in, src_rows, src_rows, /*causal=*/false,
-                          sc(cfg_.attention_dropout), dctx, cache.self_attn, out);
+                          sc(cfg_.attention_dropout), weights, cache.self_attn, out);
       },
       cache.self_attn_res, h);
   residual_forward(
-      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
-      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), dctx, cache.ffn, out); },
+      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), d.site(site::kFfnResidual),
+      [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), d, cache.ffn, out); },
       cache.ffn_res, y);
 }
 
@@ -79,14 +82,15 @@ DecoderLayer::DecoderLayer(ParamRegistry& reg, const std::string& prefix, const 
 void DecoderLayer::sublayers(const Mat& x, const SublayerForward& self_fn,
                              const SublayerForward& cross_fn, const DropoutContext& dctx,
                              DecoderLayerCache& cache, Mat& h1, Mat& h2, Mat& y) const {
-  residual_forward(x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx, self_fn,
-                   cache.self_attn_res, h1);
-  residual_forward(h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx, cross_fn,
-                   cache.cross_attn_res, h2);
+  namespace site = dropout_site;
+  residual_forward(x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout),
+                   dctx.site(site::kSelfAttnResidual), self_fn, cache.self_attn_res, h1);
+  residual_forward(h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout),
+                   dctx.site(site::kCrossAttnResidual), cross_fn, cache.cross_attn_res, h2);
   // Captures two pointers, which std::function stores in place: no allocation per step.
   const std::pair<const DropoutContext*, FeedForwardCache*> ffn_args{&dctx, &cache.ffn};
   residual_forward(
-      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx,
+      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx.site(site::kFfnResidual),
       [this, &ffn_args](const Mat& in, Mat& out) {
         ffn.forward(in, sc(cfg_.ffn_dropout), *ffn_args.first, *ffn_args.second, out);
       },
@@ -96,18 +100,21 @@ void DecoderLayer::sublayers(const Mat& x, const SublayerForward& self_fn,
 void DecoderLayer::forward(const Mat& x, const Mat& memory, const Packing& tgt_rows,
                            const Packing& src_rows, const DropoutContext& dctx,
                            DecoderLayerCache& cache, Mat& y) const {
+  const DropoutContext d = dctx.over(tgt_rows);
+  const DropoutContext self_weights = d.site(dropout_site::kSelfAttnWeights);
+  const DropoutContext cross_weights = d.site(dropout_site::kCrossAttnWeights);
   Mat h1, h2;
   sublayers(
       x,
       [&](const Mat& in, Mat& out) {
         self_attn.forward(in, in, tgt_rows, tgt_rows, /*causal=*/true,
-                          sc(cfg_.attention_dropout), dctx, cache.self_attn, out);
+                          sc(cfg_.attention_dropout), self_weights, cache.self_attn, out);
       },
       [&](const Mat& in, Mat& out) {
         cross_attn.forward(in, memory, tgt_rows, src_rows, /*causal=*/false,
-                           sc(cfg_.attention_dropout), dctx, cache.cross_attn, out);
+                           sc(cfg_.attention_dropout), cross_weights, cache.cross_attn, out);
       },
-      dctx, cache, h1, h2, y);
+      d, cache, h1, h2, y);
 }
 
 void DecoderLayer::backward(const Mat& dy, const Mat& memory, const Packing& tgt_rows,
@@ -251,23 +258,25 @@ void Transformer::encode(const TokenIds& src, const Packing& src_rows, const Dro
                          ForwardCache& cache) const {
   cache.enc_x.resize(encoder_.size() + 1);
   cache.enc.resize(encoder_.size());
-  src_embed_->forward(src, src_rows, cache.enc_x[0]);
-  make_dropout_mask(cache.enc_x[0].rows(), cache.enc_x[0].cols(), sc(cfg_.dropout), dctx,
-                    cache.src_embed_drop);
+  const DropoutContext d = dctx.over(src_rows);
+  make_dropout_mask(1, sc(cfg_.dropout_src), d.site(dropout_site::kSrcWords), cache.src_word_drop);
+  src_embed_->forward(src, src_rows, cache.enc_x[0], cache.src_word_drop);
+  make_dropout_mask(cfg_.d_model, sc(cfg_.dropout), d.site(dropout_site::kSrcEmbedding), cache.src_embed_drop);
   apply_dropout(cache.enc_x[0], cache.src_embed_drop);
+  const DropoutContext layers = dctx.site(dropout_site::kEncoderLayer);
   if (cache.inference) {
     // Two activation buffers (enc_x[0] and enc_x[1]) and one layer cache, reused layer by layer.
     Mat& x = cache.enc_x[0];
     Mat& y = cache.enc_x.back();
     for (size_t l = 0; l < encoder_.size(); ++l) {
-      encoder_[l].forward(x, src_rows, dctx, cache.enc_scratch, y);
+      encoder_[l].forward(x, src_rows, layers.site(l), cache.enc_scratch, y);
       cache.enc[l].self_attn.probs = cache.enc_scratch.self_attn.probs;
       x.swap(y);
     }
     x.swap(y);  // the output in enc_x.back()
   } else {
     for (size_t l = 0; l < encoder_.size(); ++l)
-      encoder_[l].forward(cache.enc_x[l], src_rows, dctx, cache.enc[l], cache.enc_x[l + 1]);
+      encoder_[l].forward(cache.enc_x[l], src_rows, layers.site(l), cache.enc[l], cache.enc_x[l + 1]);
   }
   if (enc_norm_) {
     enc_norm_->forward(cache.enc_x.back(), cache.memory, cache.enc_norm);
@@ -290,13 +299,15 @@ void Transformer::decoder_forward(const TokenIds& tgt_in, const Packing& tgt_row
                      "decoder_forward: target and memory batches differ");
   cache.dec_x.resize(decoder_.size() + 1);
   cache.dec.resize(decoder_.size());
-  tgt_embed_->forward(tgt_in, tgt_rows, cache.dec_x[0]);
-  make_dropout_mask(cache.dec_x[0].rows(), cache.dec_x[0].cols(), sc(cfg_.dropout), dctx,
-                    cache.tgt_embed_drop);
+  const DropoutContext d = dctx.over(tgt_rows);
+  make_dropout_mask(1, sc(cfg_.dropout_trg), d.site(dropout_site::kTgtWords), cache.tgt_word_drop);
+  tgt_embed_->forward(tgt_in, tgt_rows, cache.dec_x[0], cache.tgt_word_drop);
+  make_dropout_mask(cfg_.d_model, sc(cfg_.dropout), d.site(dropout_site::kTgtEmbedding), cache.tgt_embed_drop);
   apply_dropout(cache.dec_x[0], cache.tgt_embed_drop);
+  const DropoutContext layers = dctx.site(dropout_site::kDecoderLayer);
   for (size_t l = 0; l < decoder_.size(); ++l)
-    decoder_[l].forward(cache.dec_x[l], cache.memory, tgt_rows, src_rows, dctx, cache.dec[l],
-                        cache.dec_x[l + 1]);
+    decoder_[l].forward(cache.dec_x[l], cache.memory, tgt_rows, src_rows, layers.site(l),
+                        cache.dec[l], cache.dec_x[l + 1]);
   if (dec_norm_) {
     dec_norm_->forward(cache.dec_x.back(), cache.dec_out, cache.dec_norm);
   } else {
@@ -331,7 +342,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
     dx = std::move(dprev);
   }
   apply_dropout(dx, cache.tgt_embed_drop);
-  tgt_embed_->backward(dx, b.tgt_in);
+  tgt_embed_->backward(dx, b.tgt_in, cache.tgt_word_drop);
 
   if (enc_norm_) {
     enc_norm_->backward(dmemory, cache.enc_norm, dx);
@@ -344,7 +355,7 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
     dx = std::move(dprev);
   }
   apply_dropout(dx, cache.src_embed_drop);
-  src_embed_->backward(dx, b.src);
+  src_embed_->backward(dx, b.src, cache.src_word_drop);
 }
 
 // ---------------------------------------------------------------------------------------------

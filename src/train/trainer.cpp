@@ -41,14 +41,6 @@ LossStats forward_loss_backward(Transformer& model, const Batch& b, const Dropou
   return ls;
 }
 
-/// SplitMix64's output function (Steele et al. 2014): a well-mixed 64-bit hash of `x`.
-uint64_t splitmix64(uint64_t x) {
-  x += 0x9E3779B97F4A7C15ull;
-  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
-  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
-  return x ^ (x >> 31);
-}
-
 /// Clips the gradients to opts.clip_norm, then one Adam update at the learning rate the
 /// schedule gives for `step` (inverse_sqrt_lr); returns that rate.
 double clip_and_adam_step(ParamRegistry& params, Adam& adam, const TrainOptions& opts, int64_t step) {
@@ -326,14 +318,13 @@ class Run {
 
   /// Forward, loss and backward of this process's shards of the global batch (sentence
   /// indices into the training examples), adding Σ loss, target, real and padded tokens to
-  /// `totals`. One shard: the gradients stay in the model, dropout draws from the run's
-  /// generator. Several: each shard's gradients go to grads_, and its dropout masks come from
-  /// a generator seeded by (seed, step, shard), the same on every rank, which leaves the run's
-  /// generator (the batch order) as a one-shard run without dropout has it.
+  /// `totals`. One shard: the gradients stay in the model. Several: each shard's gradients go
+  /// to grads_. Dropout masks are drawn per sentence of the global batch (nn/dropout.h: from
+  /// the seed, the step and the sentence's index in `global`), so they are the same whatever
+  /// the shard cut or rank count; the run's generator only orders the batches.
   void compute_shards(const std::vector<int>& global, double* totals) {
     int64_t global_tgt = 0;
     for (int i : global) global_tgt += static_cast<int64_t>((*train_)[i].tgt.size()) + 1;  // + EOS
-    const uint64_t dropout_seed = splitmix64(opts_.seed ^ splitmix64(static_cast<uint64_t>(step_)));
     for (int k = first_shard_; k < first_shard_ + local_shards_; ++k) {
       const auto [first, last] = shard_range(global.size(), k, shards_);
       if (first == last) {  // fewer sentences than ranks
@@ -344,8 +335,7 @@ class Run {
       std::vector<const Example*> ptrs;
       for (size_t i = first; i < last; ++i) ptrs.push_back(&(*train_)[global[i]]);
       const Batch b = make_batch(ptrs);
-      Rng shard_rng(dropout_seed + static_cast<uint64_t>(k));
-      const DropoutContext dctx{shards_ > 1 ? &shard_rng : &rng_};
+      const DropoutContext dctx = DropoutContext::training(opts_.seed, step_, static_cast<int64_t>(first));
       const LossStats ls = forward_loss_backward(model_, b, dctx, opts_.label_smoothing,
                                                  static_cast<double>(global_tgt), buf_);
       if (shards_ > 1) grads_.add(model_.params());

@@ -229,18 +229,18 @@ struct Trainer {
   Transformer& model;
   const BenchConfig& c;
   double clip_norm;
-  Rng rng{1};
+  uint64_t dropout_seed;
   Adam adam;
   ForwardCache cache;
   Mat logits, dlogits;
   int64_t step_no = 0;
   Trainer(Transformer& m, const BenchConfig& cfg, double clip, uint64_t seed)
-      : model(m), c(cfg), clip_norm(clip), rng(seed), adam(m.params()) {}
+      : model(m), c(cfg), clip_norm(clip), dropout_seed(seed), adam(m.params()) {}
 
   double step(const Batch& b) {
     ++step_no;
     model.params().zero_grad();
-    model.forward(b, DropoutContext{&rng}, cache, logits);
+    model.forward(b, DropoutContext::training(dropout_seed, step_no), cache, logits);
     const LossStats ls = label_smoothed_cross_entropy(logits, b.tgt_out, 0.1, &dlogits,
                                                       static_cast<double>(b.n_tgt_tokens()));
     model.backward(b, dlogits, cache);

@@ -132,8 +132,9 @@ add_test(NAME e2e.beam_trace_agrees_on_dev
 set_tests_properties(e2e.beam_trace_agrees_on_dev PROPERTIES
   FIXTURES_REQUIRED e2e_default_model LABELS "e2e;attention" TIMEOUT 300)
 # Data-parallel training on Open MPI (issue #17): 2 ranks == their shards in one process, bit for
-# bit; == a plain process within 1e-5 per update without dropout; SIGTERM on one rank stops both,
-# and the checkpoint resumes with 2 ranks or 1 process to the same model. Needs a build with MPI
+# bit; == a plain process within 1e-5 per update (every dropout on: masks per sentence of the
+# global batch); SIGTERM on one rank stops both, and the checkpoint resumes with 2 ranks or
+# 1 process to the same model. Needs a build with MPI
 # and mpirun (openmpi-bin). Not under sanitizers: LeakSanitizer reports Open MPI's own
 # never-freed allocations (its progress threads, hwloc and PMIx state) at every rank's exit.
 if(TARGET MPI::MPI_CXX AND MPIEXEC_EXECUTABLE AND NOT ANUVAD_SANITIZE)

@@ -93,8 +93,10 @@ class MultiHeadAttention {
   /// x_q: [Nq, D] packed queries laid out as q_rows, x_kv: [Nk, D] packed keys/values laid out
   /// as kv_rows (x_q itself for self-attention, `memory` for cross-attention) → y [Nq, D].
   /// With packed keys the key_padding_mask is the key lengths themselves; `causal` adds the
-  /// causal_mask (query t of a sentence sees its keys 0..t). Fills cache. Throws ShapeError when
-  /// the inputs do not match their packings.
+  /// causal_mask (query t of a sentence sees its keys 0..t). Attention dropout (rate
+  /// attention_dropout) multiplies the weights by make_attention_dropout_mask(q_rows, …, dctx):
+  /// `dctx` names this dropout's site. Fills cache. Throws ShapeError when the inputs do not
+  /// match their packings.
   void forward(const Mat& x_q, const Mat& x_kv, const Packing& q_rows, const Packing& kv_rows,
                bool causal, Scalar attention_dropout, const DropoutContext& dctx,
                AttentionCache& cache, Mat& y) const;

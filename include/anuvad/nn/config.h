@@ -23,6 +23,11 @@ struct ModelConfig {
   double dropout = 0.1;            ///< on embeddings and residual branches
   double attention_dropout = 0.0;  ///< on attention weights
   double ffn_dropout = 0.0;        ///< on the feed-forward hidden activation
+  /// Word dropout (Marian's --dropout-src / --dropout-trg; Sennrich et al. 2016): the
+  /// probability that a source token's (a target input token's) embedding vector is zeroed for
+  /// an update, the kept ones scaled by 1/(1−p) as Marian does; positions are kept.
+  double dropout_src = 0.0;
+  double dropout_trg = 0.0;
   std::string norm = "pre";        ///< "pre" (pre-norm, final LayerNorm per stack) or "post"
   bool tie_output = true;          ///< output projection weight = target embedding
   int max_positions = 256;         ///< longest sequence (tokens, EOS/BOS included)

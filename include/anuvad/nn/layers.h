@@ -12,23 +12,13 @@
 #include <vector>
 
 #include "anuvad/nn/batch.h"
+#include "anuvad/nn/dropout.h"
 #include "anuvad/nn/param.h"
 #include "anuvad/core/tensor.h"
 
 namespace anuvad {
 
 using Rng = std::mt19937_64;
-
-/// Dropout switch passed down a forward pass: active only when `rng` is set (training).
-struct DropoutContext {
-  Rng* rng = nullptr;
-  bool active() const { return rng != nullptr; }
-};
-
-/// Fills `mask` ([rows, cols]) with inverted-dropout multipliers: 0 with probability p, else
-/// 1/(1−p) (Srivastava et al. 2014). Leaves `mask` empty when dropout is inactive or p == 0,
-/// which callers read as "identity".
-void make_dropout_mask(Index rows, Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
 /// y = x·Wᵀ + b into an existing block: x [N, in], w [out, in], b [1, out], y [N, out], through
 /// core/gemm.h (OpenBLAS for N >= 16 rows, rows split across the threads; Eigen below). Throws ShapeError on a
@@ -94,7 +84,9 @@ struct FeedForwardCache {
 class FeedForward {
  public:
   FeedForward(ParamRegistry& reg, const std::string& prefix, Index d_model, Index d_ff);
-  /// x: [N, D] → y: [N, D].
+  /// x: [N, D] → y: [N, D]. The hidden activation's dropout (rate ffn_dropout) has the site
+  /// dctx.site(dropout_site::kFfnHidden) and the rows dctx.rows() (those of x). Throws
+  /// ShapeError when an active dctx's rows do not match x.
   void forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout, const DropoutContext& dctx,
                FeedForwardCache& cache, Mat& y) const;
   /// dy: [N, D], x: forward input → dx: [N, D] (overwritten).
@@ -116,19 +108,25 @@ class Embedding {
   /// max_positions. Throws ShapeError on an id outside [0, V) or a position ≥ max_positions.
   void forward(const TokenIds& ids, int batch, int len, int first_position, Mat& out) const;
   /// Packed sequences: ids [Σ lengths] laid out as `rows` (nn/batch.h), row rows.offsets[b] + t
-  /// at position t → out [Σ lengths, D]. Throws as above.
-  void forward(const TokenIds& ids, const Packing& rows, Mat& out) const;
-  /// Adds dE[id_r] += dout[r]·√D for every row r.
-  void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids) const;
+  /// at position t → out [Σ lengths, D]. With `word_drop` ([Σ lengths, 1] multipliers m_r, see
+  /// make_dropout_mask; empty = none): out[r] = m_r·E[id_r]·√D + PE[pos_r], word dropout
+  /// (Sennrich et al. 2016, "Edinburgh NMT systems for WMT16" §2; Marian's --dropout-src/-trg):
+  /// a dropped token's embedding vector is zero, its position signal stays. Throws as above,
+  /// and ShapeError when word_drop is not [Σ lengths, 1].
+  void forward(const TokenIds& ids, const Packing& rows, Mat& out, const Mat& word_drop = Mat()) const;
+  /// Adds dE[id_r] += dout[r]·√D·m_r for every row r (m_r = word_drop(r), or 1 when it is empty).
+  void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids, const Mat& word_drop = Mat()) const;
   Index vocab_size() const { return weight.value.rows(); }
   Param& weight;
 
  private:
   /// The rows of B sequences, sequence b of length_of(b) at row offset_of(b), positions
-  /// first_position.., the longest sequence `longest` of `max_len` tokens.
+  /// first_position.., the longest sequence `longest` of `max_len` tokens; row r's embedding
+  /// scaled by word_drop[r] too when word_drop is not null.
   template <typename LengthOf, typename OffsetOf>
   void embed_rows(const TokenIds& ids, int batch, LengthOf length_of, OffsetOf offset_of,
-                  int longest, int max_len, int first_position, Mat& out) const;
+                  int longest, int max_len, int first_position, const Scalar* word_drop,
+                  Mat& out) const;
 
   Index max_positions_;
   std::vector<double> wavelength_divisors_;  // [⌈D/2⌉] 10000^(2i/D)
@@ -151,6 +149,8 @@ using SublayerBackward = std::function<void(const Mat& dout, Mat& din)>;
 
 /// Residual connection around f with layer norm, Vaswani et al. 2017 §5.4 and §3.1:
 ///   post-norm: y = LN(x + Dropout(f(x)));  pre-norm (Wang et al. 2019): y = x + Dropout(f(LN(x))).
+/// The dropout (rate `dropout`) has the site and rows of `dctx` (make_dropout_mask); throws
+/// ShapeError when an active dctx's rows do not match x [N, D].
 void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar dropout,
                       const DropoutContext& dctx, const SublayerForward& f, ResidualCache& cache,
                       Mat& y);

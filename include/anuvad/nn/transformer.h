@@ -109,6 +109,7 @@ struct ForwardCache {
   bool inference = false;
   EncoderLayerCache enc_scratch;       ///< the reused layer cache when `inference`
   Mat src_embed_drop, tgt_embed_drop;  ///< embedding dropout multipliers or empty
+  Mat src_word_drop, tgt_word_drop;    ///< [Ns, 1] / [Nt, 1] word dropout multipliers or empty
   std::vector<Mat> enc_x;              ///< [L_enc + 1] inputs of each encoder layer, then output
   std::vector<EncoderLayerCache> enc;
   LayerNormCache enc_norm;
@@ -185,7 +186,10 @@ class Transformer {
   /// tgt_rows → logits [Nt, V], row tgt_rows.offsets[b] + t for target position t of sentence b.
   void decoder_forward(const TokenIds& tgt_in, const Packing& tgt_rows, const Packing& src_rows,
                        const DropoutContext& dctx, ForwardCache& cache, Mat& logits) const;
-  /// encode + decode for a packed batch: logits [Nt, V] (rows as batch.tgt_out).
+  /// encode + decode for a packed batch: logits [Nt, V] (rows as batch.tgt_out). An active
+  /// `dctx` (DropoutContext::training) turns on every dropout of the config, each masked at its
+  /// own site (nn/dropout.h: sentence b of the batch is sentence first_sentence + b of the
+  /// global batch), word dropout (dropout_src / dropout_trg) included; inactive = none.
   void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
                Mat& logits) const;
   /// dlogits [Nt, V] → accumulates every parameter gradient (call params().zero_grad() first).
