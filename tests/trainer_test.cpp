@@ -142,7 +142,8 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
                                  "cpu_threads", "after_epochs", "after_steps", "batch_tokens",
                                  "learning_rate", "warmup_steps", "label_smoothing", "clip_norm",
                                  "valid_freq", "valid_metrics", "early_stopping", "final_model",
-                                 "valid_mini_batch", "src_vocab_size", "tgt_vocab_size", "save_freq", "resume",
+                                 "average_best", "valid_mini_batch", "src_vocab_size",
+                                 "tgt_vocab_size", "sentencepiece_alphas", "save_freq", "resume",
                                  "exponential_smoothing"});
   CHECK(keys_with(kFingerprint) ==
         std::vector<std::string>{"train_sets", "valid_sets", "preset", "seed", "batch_tokens",
