@@ -184,7 +184,7 @@ TEST_CASE("A shard's forward pass draws the masks of its sentences in the whole 
   }
 }
 
-TEST_CASE("Word dropout zeroes whole embedding vectors at rate p; p = 0 changes nothing", "[dropout][model]") {
+TEST_CASE("Word dropout zeroes whole embedding vectors at rate p, and p = 0 changes nothing", "[dropout][model]") {
   // 120 sentences of 2..8 source and 1..6 target tokens.
   std::vector<Example> ex;
   for (int i = 0; i < 120; ++i) ex.push_back(seven_pairs()[size_t(i % 7)]);
