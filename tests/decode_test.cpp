@@ -356,6 +356,7 @@ TEST_CASE("A SentenceBeam with limit 0 holds one empty, unfinished hypothesis", 
 TEST_CASE("NBestCollector ranks stably and StoppingRule bounds what live beams can reach", "[decode][beam]") {
   DecodeOptions o;
   o.beam_size = 3;
+  o.normalize = 0.0;  // no length normalisation first (the default is 1)
   NBestCollector nb;
   nb.add({1, -1.0, true});
   nb.add({2, -0.5, true});
