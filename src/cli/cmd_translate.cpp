@@ -291,7 +291,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--models", o.models,
                   "Ensemble of these model files (instead of -m): each next token is scored by the "
                   "weighted sum of the models' log-probabilities, Σ w_i·log p_i (Marian's ensemble). "
-                  "They must share the source and target SentencePiece models and the text normalization")
+                  "They must share the source and target SentencePiece models and the text normalization. "
+                  "The list takes every following argument: put sentences before it")
       ->excludes(one);
   sub->add_option("--weights", o.weights,
                   "One weight per model of --models (or -m); default 1 each");
