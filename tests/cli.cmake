@@ -229,6 +229,22 @@ set_tests_properties(cli.average PROPERTIES
   LABELS cli
   TIMEOUT 60)
 
+# Ensembles (--models, --weights): one model = the model byte for byte, a model twice with 0.5 0.5
+# = the model, score of a + b = the weighted sum; bad --weights count and different target
+# vocabularies are one-line errors.
+add_test(NAME cli.ensemble
+  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/ensemble.sh $<TARGET_FILE:anuvad>
+          ${ANUVAD_CLI_DATA}/tiny.tsv ${ANUVAD_CLI_DATA}/tiny_config.json)
+set_tests_properties(cli.ensemble PROPERTIES
+  PASS_REGULAR_EXPRESSION "ensembles: one model identical, a a 0.5 0.5 identical, scores weighted, errors refused"
+  FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
+  LABELS cli
+  TIMEOUT 120)
+# translate, score and evaluate document the ensemble flags.
+foreach(command translate score evaluate)
+  anuvad_cli_test(${command}_help_models "--models.*--weights.*anuvad exit status 0 end" ${command} --help)
+endforeach()
+
 # --- Presets that stop by themselves, and the model left at -m ---------------------------------
 
 # --preset small carries its stopping rule (--dump-config shows it); without a validation set its

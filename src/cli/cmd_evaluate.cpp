@@ -25,7 +25,7 @@ namespace anuvad::cli {
 namespace {
 
 struct EvaluateOptions {
-  std::string model_path = "models/default.safetensors";
+  ModelOptions model;
   std::vector<std::string> test_sets;
   DecodeOptions decode;
   int mini_batch = 32;
@@ -58,7 +58,8 @@ void run_evaluate(const EvaluateOptions& o) {
   if (o.decode.n_best > o.decode.beam_size) throw ConfigError("--n-best must not exceed --beam-size");
   BleuOptions bleu_opts;
   bleu_opts.tokenize = o.tokenize;
-  const TranslationModel m = load_model(o.model_path);
+  const LoadedModels models = load_models(o.model);
+  const TranslationModel& m = models.first();
   const auto pairs = read_parallel_corpus(o.test_sets, m.normalization);
 
   // Sources as subword ids, truncated (with a warning) to what the model can encode.
@@ -66,15 +67,15 @@ void run_evaluate(const EvaluateOptions& o) {
   std::vector<std::string> refs;
   refs.reserve(pairs.size());
   for (size_t i = 0; i < pairs.size(); ++i) {
-    sources[i] = m.encode_source(pairs[i].src, pairs[i].origin);
+    sources[i] = models.shortest().encode_source(pairs[i].src, pairs[i].origin);
     refs.push_back(pairs[i].tgt);
   }
 
-  const DecodeOptions decode = honoured_decode_options(o.decode, m.transformer->config(), o.max_length_given);
+  const DecodeOptions decode = honoured_decode_options(o.decode, models.limits(), o.max_length_given);
   const auto t0 = std::chrono::steady_clock::now();
   // Under mpirun every rank decodes its share of the mini-batches; rank 0 scores and prints.
   const auto hyps =
-      Translator(*m.transformer, decode, o.mini_batch).translate_text_across_ranks(sources, *m.tgt_tokenizer);
+      Translator(models.ensemble, decode, o.mini_batch).translate_text_across_ranks(sources, *m.tgt_tokenizer);
   if (!is_root_rank()) return;
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   spdlog::info("translated {} sentences in {:.2f} s (beam size {})", hyps.size(), seconds,
@@ -93,7 +94,13 @@ void run_evaluate(const EvaluateOptions& o) {
   const EvaluationScores e = evaluate_translations(normalized_hyps, refs, bleu_opts);
   if (o.json) {
     nlohmann::json j;
-    j["model"] = o.model_path;
+    j["model"] = models.paths.front();
+    if (models.models.size() > 1 || !o.model.weights.empty()) {
+      j["models"] = models.paths;
+      std::vector<double> weights;
+      for (size_t i = 0; i < models.ensemble.size(); ++i) weights.push_back(models.ensemble.weight(i));
+      j["weights"] = weights;
+    }
     j["test"] = o.test_sets;
     j["sentences"] = e.sentences;
     j["beam_size"] = o.decode.beam_size;
@@ -127,7 +134,7 @@ void setup_evaluate(CLI::App& app) {
   auto o = std::make_shared<EvaluateOptions>();
   CLI::App* sub = app.add_subcommand(
       "evaluate", "Translate a test corpus and score it: BLEU, chrF2, chrF2++, exact match");
-  sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
+  add_model_options(sub, o->model);
   sub->add_option("--test", o->test_sets,
                   "Test corpus: one TSV (english<TAB>hindi) or two line-aligned files (.en .hi)")
       ->required()

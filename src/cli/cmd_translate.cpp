@@ -1,5 +1,6 @@
 // `anuvad translate` (greedy autoregressive decoding with the KV cache) and `anuvad score`
-// (forced decoding of given translations).
+// (forced decoding of given translations), with one model or an ensemble (--models, --weights;
+// the model flags are shared with evaluate).
 #include <omp.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -26,7 +27,7 @@ namespace anuvad::cli {
 namespace {
 
 struct TranslateOptions {
-  std::string model_path = "models/default.safetensors";
+  ModelOptions model;
   std::vector<std::string> sentences;
   DecodeOptions decode;
   bool word_scores = false;
@@ -44,7 +45,7 @@ struct TranslateOptions {
 };
 
 struct ScoreOptions {
-  std::string model_path = "models/default.safetensors";
+  ModelOptions model;
   bool word_scores = false;
   int cpu_threads = 0;
 };
@@ -90,9 +91,11 @@ std::vector<std::string> read_lines(size_t limit, size_t lines_before) {
 /// format the flags ask for; keeps the best hypotheses for --attention/--html until finish().
 class LinePrinter {
  public:
-  LinePrinter(const TranslateOptions& o, const TranslationModel& m, const AlignmentSpec& alignment)
-      : o_(o), m_(m), cfg_(m.transformer->config()),
-        translator_(*m.transformer, decode_options(o), o.mini_batch), alignment_(alignment) {
+  /// Decodes with m.ensemble; tokenizers, attention layout and the alignment layer are
+  /// m.first()'s.
+  LinePrinter(const TranslateOptions& o, const LoadedModels& m, const AlignmentSpec& alignment)
+      : o_(o), m_(m.first()), source_(m.shortest()), cfg_(m_.transformer->config()),
+        translator_(m.ensemble, decode_options(o), o.mini_batch), alignment_(alignment) {
     layer_ = o.alignment_layer < 0 ? cfg_.decoder_layers + o.alignment_layer : o.alignment_layer;
     if (layer_ < 0 || layer_ >= cfg_.decoder_layers)
       throw ConfigError("--alignment-layer must name a decoder layer in [0, " +
@@ -118,7 +121,7 @@ class LinePrinter {
   void translate(const std::vector<InputLine>& lines) {
     std::vector<std::vector<int32_t>> src(lines.size());
     for (size_t i = 0; i < lines.size(); ++i)
-      if (lines[i].error.empty()) src[i] = m_.encode_source(lines[i].text, lines[i].where);
+      if (lines[i].error.empty()) src[i] = source_.encode_source(lines[i].text, lines[i].where);
     BeamTrace trace{o_.beam_trace_top, {}};
     const std::vector<std::vector<Hypothesis>> result =
         translator_.translate_across_ranks(src, tracing(o_) ? &trace : nullptr);
@@ -194,6 +197,7 @@ class LinePrinter {
 
   const TranslateOptions& o_;
   const TranslationModel& m_;
+  const TranslationModel& source_;  ///< encodes (and truncates) the sources of every model
   const ModelConfig& cfg_;
   const Translator translator_;
   const AlignmentSpec alignment_;
@@ -207,14 +211,14 @@ void run_translate(const TranslateOptions& o) {
   const AlignmentSpec alignment = o.alignment.empty() ? AlignmentSpec{} : parse_alignment(o.alignment);
   if (o.decode.n_best > o.decode.beam_size && o.print_n_best)
     throw ConfigError("--n-best prints beam-size hypotheses; raise --beam-size");
-  const TranslationModel m = load_model(o.model_path);
+  const LoadedModels m = load_models(o.model);
   TranslateOptions used = o;
-  used.decode = honoured_decode_options(o.decode, m.transformer->config(), o.max_length_given);
+  used.decode = honoured_decode_options(o.decode, m.limits(), o.max_length_given);
   LinePrinter printer(used, m, alignment);
   if (!o.sentences.empty()) {
     std::vector<InputLine> lines;
     for (size_t i = 0; i < o.sentences.size(); ++i)
-      lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1), m));
+      lines.push_back(make_line(o.sentences[i], "argument " + std::to_string(i + 1), m.first()));
     printer.translate(lines);
     printer.finish();
     return;
@@ -229,7 +233,7 @@ void run_translate(const TranslateOptions& o) {
     broadcast(raw);
     if (raw.empty()) break;
     std::vector<InputLine> lines;
-    for (std::string& text : raw) lines.push_back(make_line(std::move(text), "<stdin>:" + std::to_string(++n), m));
+    for (std::string& text : raw) lines.push_back(make_line(std::move(text), "<stdin>:" + std::to_string(++n), m.first()));
     printer.translate(lines);
   }
   printer.finish();
@@ -237,8 +241,9 @@ void run_translate(const TranslateOptions& o) {
 
 void run_score(const ScoreOptions& o) {
   configure_threads(o.cpu_threads);
-  const TranslationModel m = load_model(o.model_path);
-  const int max_tokens = m.transformer->config().max_positions - 1;
+  const LoadedModels models = load_models(o.model);
+  const TranslationModel& m = models.first();
+  const int max_tokens = models.ensemble.max_positions() - 1;
   std::string line;
   for (size_t n = 1; std::getline(std::cin, line); ++n) {
     clean_line(line, n == 1);
@@ -260,7 +265,7 @@ void run_score(const ScoreOptions& o) {
       std::cout << "\n" << std::flush;
       continue;
     }
-    const auto scores = forced_scores(*m.transformer, {e})[0];
+    const auto scores = forced_scores(models.ensemble, {e})[0];
     double total = 0;
     for (double s : scores) total += s;
     std::cout << format_scores({total});
@@ -279,6 +284,57 @@ DecodeOptions honoured_decode_options(DecodeOptions opts, const ModelConfig& cfg
                  opts.max_length, cap, cap);
   opts.max_length = cap;
   return opts;
+}
+
+void add_model_options(CLI::App* sub, ModelOptions& o) {
+  CLI::Option* one = sub->add_option("-m,--model", o.model_path, "Model file")->capture_default_str();
+  sub->add_option("--models", o.models,
+                  "Ensemble of these model files (instead of -m): each next token is scored by the "
+                  "weighted sum of the models' log-probabilities, Σ w_i·log p_i (Marian's ensemble). "
+                  "They must share the source and target SentencePiece models and the text normalization. "
+                  "The list takes every following argument: put sentences before it")
+      ->excludes(one);
+  sub->add_option("--weights", o.weights,
+                  "One weight per model of --models (or -m); default 1 each");
+}
+
+LoadedModels load_models(const ModelOptions& o) {
+  std::vector<std::string> paths = o.models.empty() ? std::vector<std::string>{o.model_path} : o.models;
+  if (!o.weights.empty() && o.weights.size() != paths.size())
+    throw ConfigError("--weights has " + std::to_string(o.weights.size()) + " values but there are " +
+                      std::to_string(paths.size()) + " models; give one weight per model");
+  std::vector<TranslationModel> models;
+  std::vector<const Transformer*> nets;
+  for (const std::string& path : paths) {
+    models.push_back(load_model(path));
+    const TranslationModel& a = models.front();
+    const TranslationModel& b = models.back();
+    const auto differ = [&](const std::string& what) {
+      return ConfigError(paths.front() + " and " + path + " have different " + what +
+                         "; the models of an ensemble must share it");
+    };
+    if (b.tgt_tokenizer->serialized() != a.tgt_tokenizer->serialized())
+      throw differ("target vocabularies (tokenizer.tgt)");
+    if (b.src_tokenizer->serialized() != a.src_tokenizer->serialized())
+      throw differ("source vocabularies (tokenizer.src)");
+    if (b.normalization != a.normalization) throw differ("text normalizations (text_normalization)");
+    nets.push_back(b.transformer.get());
+  }
+  Ensemble ensemble(std::move(nets), o.weights);
+  return LoadedModels{std::move(models), std::move(ensemble), std::move(paths)};
+}
+
+const TranslationModel& LoadedModels::shortest() const {
+  const TranslationModel* best = &models.front();
+  for (const TranslationModel& m : models)
+    if (m.transformer->config().max_positions < best->transformer->config().max_positions) best = &m;
+  return *best;
+}
+
+ModelConfig LoadedModels::limits() const {
+  ModelConfig cfg = first().transformer->config();
+  cfg.max_positions = ensemble.max_positions();
+  return cfg;
 }
 
 void add_decode_options(CLI::App* sub, DecodeOptions& opts) {
@@ -301,7 +357,7 @@ void setup_translate(CLI::App& app) {
   auto o = std::make_shared<TranslateOptions>();
   CLI::App* sub = app.add_subcommand(
       "translate", "Translate English sentences to Hindi (arguments, or stdin one sentence per line)");
-  sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
+  add_model_options(sub, o->model);
   sub->add_option("sentences", o->sentences, "Sentences to translate (default: read stdin)");
   add_decode_options(sub, o->decode);
   sub->add_flag("--n-best", o->print_n_best,
@@ -315,12 +371,14 @@ void setup_translate(CLI::App& app) {
       ->capture_default_str()->check(CLI::Range(1, 10000));
   sub->add_option("--alignment", o->alignment,
                   "Append ' ||| ' and a word alignment: hard, soft, or a threshold in (0, 1] "
-                  "(subword positions, from cross-attention averaged over heads)");
+                  "(subword positions, from cross-attention averaged over heads; of an "
+                  "ensemble, the first model's)");
   sub->add_option("--alignment-layer", o->alignment_layer,
                   "Decoder layer (0-based) for --alignment; -1 = last")->capture_default_str();
   sub->add_option("--attention", o->attention_json,
                   "Write every attention weight (all layers, heads and kinds, from the cached "
-                  "decoder, for the output hypothesis) to FILE.json (docs/attention.md)");
+                  "decoder, for the output hypothesis; of an ensemble, the first model's) to "
+                  "FILE.json (docs/attention.md)");
   sub->add_option("--html", o->attention_html,
                   "Write a self-contained attention viewer page to FILE.html (with the decoding "
                   "view: the beam search is recorded as for --beam-trace)");
@@ -342,7 +400,7 @@ void setup_score(CLI::App& app) {
   CLI::App* sub = app.add_subcommand(
       "score", "Forced decoding: read source<TAB>target lines on stdin, print the total "
                "log-probability (natural log, EOS included) of each target");
-  sub->add_option("-m,--model", o->model_path, "Model file")->capture_default_str();
+  add_model_options(sub, o->model);
   sub->add_flag("--word-scores", o->word_scores,
                 "Print 'TOTAL ||| WordScores= s1 … sN', one score per target token (EOS included)");
   sub->add_option("--cpu-threads", o->cpu_threads, "Threads (0 = all cores)")->capture_default_str();

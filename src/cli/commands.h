@@ -7,8 +7,11 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "anuvad/decode/decode.h"
+#include "anuvad/decode/ensemble.h"
+#include "anuvad/io/model_file.h"
 
 namespace anuvad::cli {
 
@@ -36,6 +39,40 @@ std::function<void(const nlohmann::json& event, const std::string& log_path)> re
 /// Binds the search flags shared by translate and evaluate to `opts`: -b/--beam-size,
 /// -n/--normalize, --word-penalty, --max-length-factor, --max-length, --allow-unk.
 void add_decode_options(CLI::App* sub, DecodeOptions& opts);
+
+/// The model flags of translate, score and evaluate: -m/--model FILE (one model), or
+/// --models A B … (an ensemble, decode/ensemble.h; the two are mutually exclusive), and
+/// --weights wA wB … (one per model, default 1 each; also allowed with -m).
+struct ModelOptions {
+  std::string model_path = "models/default.safetensors";
+  std::vector<std::string> models;
+  std::vector<double> weights;
+};
+
+/// Binds -m/--model, --models and --weights to `o`.
+void add_model_options(CLI::App* sub, ModelOptions& o);
+
+/// The models of a command, loaded, and the ensemble over them.
+struct LoadedModels {
+  std::vector<TranslationModel> models;  ///< in command-line order, never empty
+  Ensemble ensemble;                     ///< over `models`, with the --weights
+  std::vector<std::string> paths;        ///< the model files, as given
+
+  /// The first model: its tokenizers and text normalization (shared by all, checked) serve the
+  /// whole ensemble, and its attention is the ensemble's.
+  const TranslationModel& first() const { return models.front(); }
+  /// The model with the smallest max_positions: its encode_source truncates sources for all.
+  const TranslationModel& shortest() const;
+  /// first()'s config with the smallest max_positions of the models (for
+  /// honoured_decode_options and length checks).
+  ModelConfig limits() const;
+};
+
+/// Loads the models of `o` (load_model each). Throws ConfigError with one line when --weights
+/// has another number of values than there are models, or when two models differ in their
+/// target SentencePiece model (tokenizer.tgt bytes), source SentencePiece model (tokenizer.src
+/// bytes) or text normalization, naming both files; ModelFileError or IoError as load_model.
+LoadedModels load_models(const ModelOptions& o);
 
 /// `opts` with max_length lowered to what a model of config `cfg` can produce (max_positions − 1
 /// subwords), so that what is recorded is the limit actually used. When the user asked for more

@@ -1,6 +1,6 @@
 // Autoregressive decoding on the key/value cache: the batch driver of beam search (greedy is
 // beam size 1; one SentenceBeam per sentence, include/anuvad/decode/beam.h), and
-// forced-decoding scores.
+// forced-decoding scores, of one model or an ensemble (include/anuvad/decode/ensemble.h).
 #include "anuvad/decode/decode.h"
 
 #include <algorithm>
@@ -20,9 +20,10 @@ namespace {
 /// log_softmax(logits)[r, v] (ties: lower id first), PAD, BOS and (unless allow_unk) UNK
 /// excluded, best first, into out[r·take ..]. Only the rows with wanted[r] are computed.
 /// The log-probabilities are bit-identical to log_softmax_rows (same logsumexp, then
-/// logit − lse); no [R, V] matrix is written.
+/// logit − lse); no [R, V] matrix is written. `log_probs`: the rows already are the scores
+/// (an ensemble's, ensemble_log_probs), taken as they are.
 void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vector<char>& wanted,
-                   std::vector<Proposal>& out) {
+                   std::vector<Proposal>& out, bool log_probs = false) {
   const Index R = logits.rows(), V = logits.cols();
   out.assign(size_t(R) * take, Proposal{-std::numeric_limits<Scalar>::infinity(), -1});
   const bool parallel = double(R) * double(V) >= 65536.0 && !omp_in_parallel();
@@ -30,7 +31,7 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
   for (Index r = 0; r < R; ++r) {
     if (!wanted[size_t(r)]) continue;
     const auto z = logits.row(r);
-    const Scalar lse = logsumexp(z);
+    const Scalar lse = log_probs ? Scalar(0) : logsumexp(z);
     Proposal* best = out.data() + size_t(r) * take;  // sorted, best first
     int n = 0;
     for (Index v = 0; v < V; ++v) {
@@ -48,38 +49,46 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
   }
 }
 
-/// Runs the beam searches of a batch in lockstep on the decoder state (rows i·K + k belong to
-/// sentence i) until every sentence is done or `capacity` steps were taken. trace_top > 0:
-/// each live beam proposes that many tokens (or 2K if more) for the trace; the search still
-/// ranks only its 2K best, the same ones as without a trace.
-void search(const Transformer& model, DecoderState& state, std::vector<SentenceBeam>& beams,
+/// Runs the beam searches of a batch in lockstep on the decoder states, one per model (rows
+/// i·K + k belong to sentence i), until every sentence is done or `capacity` steps were taken.
+/// One model with weight 1 ranks its own log-softmax; an ensemble ranks ensemble_log_probs.
+/// Attention rows come from the first model's state. trace_top > 0: each live beam proposes
+/// that many tokens (or 2K if more) for the trace; the search still ranks only its 2K best,
+/// the same ones as without a trace.
+void search(const Ensemble& models, std::vector<DecoderState>& states, std::vector<SentenceBeam>& beams,
             const DecodeOptions& opts, int capacity, int trace_top) {
   const int N = static_cast<int>(beams.size()), K = opts.beam_size;
   std::vector<int32_t> tokens(size_t(N) * K, kBosId);
   std::vector<int> parents(size_t(N) * K);
   std::vector<char> wanted(size_t(N) * K);
   std::vector<Proposal> proposals;
-  Mat logits;
-  const int n_allowed = static_cast<int>(model.config().tgt_vocab_size) - 2 - (opts.allow_unk ? 0 : 1);
+  std::vector<Mat> logits(models.size());
+  Mat combined;
+  const int n_allowed = static_cast<int>(models.first().config().tgt_vocab_size) - 2 - (opts.allow_unk ? 0 : 1);
   const int take = std::max(0, std::min(2 * K, n_allowed));
   const int stride = std::max(take, std::min(trace_top, n_allowed));
   for (int t = 0; t < capacity; ++t) {
     if (std::all_of(beams.begin(), beams.end(), [](const SentenceBeam& b) { return b.done(); })) break;
-    model.decode_step(tokens, state, logits);
+    for (size_t m = 0; m < models.size(); ++m) models.model(m).decode_step(tokens, states[m], logits[m]);
     // Proposals of every live beam: its 2K best tokens (PAD, BOS and maybe UNK excluded).
     for (int i = 0; i < N; ++i)
       for (int k = 0; k < K; ++k) wanted[size_t(i) * K + k] = !beams[i].done() && beams[i].live(k);
-    top_proposals(logits, stride, opts.allow_unk, wanted, proposals);
+    if (models.single()) {
+      top_proposals(logits[0], stride, opts.allow_unk, wanted, proposals);
+    } else {
+      ensemble_log_probs(models, logits, wanted, combined);
+      top_proposals(combined, stride, opts.allow_unk, wanted, proposals, /*log_probs=*/true);
+    }
     for (int i = 0; i < N; ++i) {
       const size_t row = size_t(i) * K;
       if (beams[i].done()) {
         for (int k = 0; k < K; ++k) parents[row + k] = int(row) + k;
         continue;
       }
-      beams[i].advance(proposals.data() + row * stride, take, state, int(row), &parents[row], &tokens[row],
+      beams[i].advance(proposals.data() + row * stride, take, states[0], int(row), &parents[row], &tokens[row],
                        stride);
     }
-    state.select_rows(parents);
+    for (DecoderState& state : states) state.select_rows(parents);
   }
 }
 
@@ -106,10 +115,10 @@ int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src
   return std::max(limit, 0);
 }
 
-std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
+std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& models,
                                                   const std::vector<std::vector<int32_t>>& sources,
                                                   const DecodeOptions& opts, BeamTrace* trace) {
-  const ModelConfig& cfg = model.config();
+  const ModelConfig& cfg = models.first().config();
   if (opts.beam_size < 1) throw ConfigError("beam size must be at least 1");
   if (opts.n_best < 1 || opts.n_best > opts.beam_size)
     throw ConfigError("n-best size must be between 1 and the beam size");
@@ -127,7 +136,7 @@ std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
       out[i].push_back(h);
       continue;
     }
-    ANUVAD_CHECK_SHAPE(static_cast<int>(sources[i].size()) + 1 <= cfg.max_positions,
+    ANUVAD_CHECK_SHAPE(static_cast<int>(sources[i].size()) + 1 <= models.max_positions(),
                        "source of " + std::to_string(sources[i].size()) +
                            " subwords exceeds max_positions − 1");
     examples.push_back({sources[i], {}});
@@ -139,61 +148,74 @@ std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
   const Batch b = make_batch(ptrs);
   const int N = b.batch_size;
 
-  ForwardCache cache;
-  cache.inference = true;
-  model.encode(b.src, b.src_rows, DropoutContext{}, cache);
   std::vector<SentenceBeam> beams;
   beams.reserve(size_t(N));
   int capacity = 1;
   for (int i = 0; i < N; ++i) {
-    const int limit = max_output_length(cfg, opts, b.src_lengths[i] - 1);
+    int limit = max_output_length(cfg, opts, b.src_lengths[i] - 1);
+    for (size_t m = 1; m < models.size(); ++m)
+      limit = std::min(limit, max_output_length(models.model(m).config(), opts, b.src_lengths[i] - 1));
     capacity = std::max(capacity, limit + 1);
     SentenceTrace* t = trace != nullptr ? &trace->sentences[index[size_t(i)]] : nullptr;
     beams.emplace_back(opts, limit, cfg.decoder_layers, cfg.n_heads, t, t ? trace->top : 0,
                        Index(b.src_lengths[i]));
   }
-  DecoderState state =
-      model.begin_decoding(cache.memory, b.src_rows, capacity, opts.beam_size);
-  search(model, state, beams, opts, capacity, trace != nullptr ? trace->top : 0);
+  // Every model encodes the batch and keeps its own key/value cache.
+  std::vector<ForwardCache> caches(models.size());
+  std::vector<DecoderState> states;
+  states.reserve(models.size());
+  for (size_t m = 0; m < models.size(); ++m) {
+    caches[m].inference = true;
+    models.model(m).encode(b.src, b.src_rows, DropoutContext{}, caches[m]);
+    states.push_back(models.model(m).begin_decoding(caches[m].memory, b.src_rows, capacity, opts.beam_size));
+  }
+  search(models, states, beams, opts, capacity, trace != nullptr ? trace->top : 0);
 
   for (int i = 0; i < N; ++i) {
     const int S = b.src_lengths[i];
     if (trace != nullptr) trace->sentences[index[size_t(i)]].n_best = beams[i].n_best_ids();
     std::vector<Hypothesis> n_best = beams[i].n_best(S);
     if (opts.return_attention)
-      for (Hypothesis& h : n_best) h.attention.encoder_self = encoder_attention(cache, i, cfg.n_heads, b.src_len, S);
+      for (Hypothesis& h : n_best) h.attention.encoder_self = encoder_attention(caches[0], i, cfg.n_heads, b.src_len, S);
     out[index[i]] = std::move(n_best);
   }
   return out;
 }
 
-std::vector<Hypothesis> greedy_decode(const Transformer& model,
+std::vector<Hypothesis> greedy_decode(const Ensemble& models,
                                       const std::vector<std::vector<int32_t>>& sources,
                                       const DecodeOptions& opts) {
   DecodeOptions o = opts;
   o.beam_size = 1;
   o.n_best = 1;
   std::vector<Hypothesis> out;
-  for (auto& n_best : beam_search(model, sources, o)) out.push_back(std::move(n_best.front()));
+  for (auto& n_best : beam_search(models, sources, o)) out.push_back(std::move(n_best.front()));
   return out;
 }
 
-std::vector<std::vector<double>> forced_scores(const Transformer& model,
+std::vector<std::vector<double>> forced_scores(const Ensemble& models,
                                                const std::vector<Example>& pairs) {
   std::vector<std::vector<double>> out(pairs.size());
   if (pairs.empty()) return out;
   std::vector<const Example*> ptrs;
   for (const Example& e : pairs) ptrs.push_back(&e);
   const Batch b = make_batch(ptrs);
-  ForwardCache cache;
-  Mat logits;
-  model.forward(b, DropoutContext{}, cache, logits);
-  const Mat logp = log_softmax_rows(logits);
-  for (int i = 0; i < b.batch_size; ++i)
-    for (int t = 0; t < b.tgt_lengths[i]; ++t) {
-      const Index r = Index(b.tgt_rows.offsets[i]) + t;
-      out[i].push_back(static_cast<double>(logp(r, b.tgt_out[r])));
-    }
+  for (size_t m = 0; m < models.size(); ++m) {
+    ForwardCache cache;
+    Mat logits;
+    models.model(m).forward(b, DropoutContext{}, cache, logits);
+    const Mat logp = log_softmax_rows(logits);
+    const double w = models.weight(m);  // the first model's terms are written, the others added
+    for (int i = 0; i < b.batch_size; ++i)
+      for (int t = 0; t < b.tgt_lengths[i]; ++t) {
+        const Index r = Index(b.tgt_rows.offsets[i]) + t;
+        const double lp = w * static_cast<double>(logp(r, b.tgt_out[r]));
+        if (m == 0)
+          out[i].push_back(lp);
+        else
+          out[i][size_t(t)] += lp;
+      }
+  }
   return out;
 }
 

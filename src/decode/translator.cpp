@@ -9,8 +9,8 @@
 
 namespace anuvad {
 
-Translator::Translator(const Transformer& model, const DecodeOptions& opts, int mini_batch)
-    : model_(model), opts_(opts), mini_batch_(static_cast<size_t>(std::max(mini_batch, 1))) {}
+Translator::Translator(const Ensemble& models, const DecodeOptions& opts, int mini_batch)
+    : models_(models), opts_(opts), mini_batch_(static_cast<size_t>(std::max(mini_batch, 1))) {}
 
 void Translator::run(const std::vector<std::vector<int32_t>>& sources,
                      const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
@@ -27,7 +27,7 @@ void Translator::run(const std::vector<std::vector<int32_t>>& sources,
     batch.clear();
     for (size_t k = begin; k < end; ++k) batch.push_back(sources[order[k]]);
     BeamTrace batch_trace{trace != nullptr ? trace->top : 0, {}};
-    auto hyps = beam_search(model_, batch, opts_, trace != nullptr ? &batch_trace : nullptr);
+    auto hyps = beam_search(models_, batch, opts_, trace != nullptr ? &batch_trace : nullptr);
     for (size_t k = begin; k < end; ++k) {
       if (trace != nullptr) trace->sentences[order[k]] = std::move(batch_trace.sentences[k - begin]);
       sink(order[k], std::move(hyps[k - begin]));
@@ -81,14 +81,14 @@ std::vector<std::string> Translator::translate_text_across_ranks(
   return out;
 }
 
-std::vector<std::string> best_translations(const Transformer& model,
+std::vector<std::string> best_translations(const Ensemble& models,
                                            const std::vector<Example>& examples,
                                            const Tokenizer& tgt, int mini_batch,
                                            const DecodeOptions& decode) {
   std::vector<std::vector<int32_t>> sources;
   sources.reserve(examples.size());
   for (const Example& e : examples) sources.push_back(e.src);
-  return Translator(model, decode, mini_batch).translate_text(sources, tgt);
+  return Translator(models, decode, mini_batch).translate_text(sources, tgt);
 }
 
 }  // namespace anuvad

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/decode/ensemble.h"
 #include "anuvad/nn/transformer.h"
 
 namespace anuvad {
@@ -50,11 +51,14 @@ struct Hypothesis {
 struct BeamTrace;
 
 /// Translates a batch of sources (subword ids without EOS) with greedy (beam_size 1) or beam
-/// search; returns opts.n_best hypotheses per source, best first. Results do not depend on
+/// search over the models' combined scores (decode/ensemble.h: a Transformer is an ensemble of
+/// one, decoded exactly as before; with several, token_scores and scores are the weighted sums
+/// Σ_i w_i·log p_i and attention is the first model's); returns opts.n_best hypotheses per
+/// source, best first. Results do not depend on
 /// which other sentences are in the batch, nor on `trace`: when given, trace->sentences gets
 /// one SentenceTrace per source (include/anuvad/decode/beam_trace.h). Throws ConfigError for
 /// a beam size < 1, an n-best size outside [1, beam size] or trace->top < 1.
-std::vector<std::vector<Hypothesis>> beam_search(const Transformer& model,
+std::vector<std::vector<Hypothesis>> beam_search(const Ensemble& models,
                                                   const std::vector<std::vector<int32_t>>& sources,
                                                   const DecodeOptions& opts,
                                                   BeamTrace* trace = nullptr);
@@ -67,14 +71,15 @@ int max_output_length(const ModelConfig& cfg, const DecodeOptions& opts, int src
 /// Each step picks argmax over the target vocabulary excluding PAD and BOS (and UNK unless
 /// allow_unk). token_scores are log-softmax values over the full vocabulary, the quantity that
 /// forced_scores() computes. An empty source gives an empty hypothesis without decoding.
-/// Throws ShapeError when a source is longer than max_positions − 1.
-std::vector<Hypothesis> greedy_decode(const Transformer& model,
+/// Throws ShapeError when a source is longer than max_positions − 1 (of any model).
+std::vector<Hypothesis> greedy_decode(const Ensemble& models,
                                       const std::vector<std::vector<int32_t>>& sources,
                                       const DecodeOptions& opts);
 
 /// Forced decoding (teacher forcing, no dropout): log p of every target token and of EOS for
-/// each (source, target) pair; the result has |target| + 1 entries per pair (nats).
-std::vector<std::vector<double>> forced_scores(const Transformer& model,
+/// each (source, target) pair; the result has |target| + 1 entries per pair (nats). For an
+/// ensemble, entry t is Σ_i w_i·log p_i(token t), the score beam_search gives that token.
+std::vector<std::vector<double>> forced_scores(const Ensemble& models,
                                                const std::vector<Example>& pairs);
 
 }  // namespace anuvad

@@ -19,9 +19,10 @@ namespace anuvad {
 /// run.
 class Translator {
  public:
-  /// mini_batch: sentences decoded together (values below 1 count as 1). The model must
-  /// outlive the Translator.
-  Translator(const Transformer& model, const DecodeOptions& opts, int mini_batch);
+  /// mini_batch: sentences decoded together (values below 1 count as 1). `models`: one
+  /// Transformer or an ensemble (decode/ensemble.h; the Ensemble is copied, its models are
+  /// not); the models must outlive the Translator.
+  Translator(const Ensemble& models, const DecodeOptions& opts, int mini_batch);
 
   /// The opts.n_best hypotheses of each source (subword ids without EOS), best first, in input
   /// order; with a trace, trace->sentences gets the search of each source, in input order.
@@ -56,7 +57,7 @@ class Translator {
            const std::function<void(size_t, std::vector<Hypothesis>&&)>& sink,
            BeamTrace* trace = nullptr, size_t first = 0, size_t stride = 1) const;
 
-  const Transformer& model_;
+  const Ensemble models_;
   DecodeOptions opts_;
   size_t mini_batch_;
 };
@@ -64,7 +65,7 @@ class Translator {
 /// Translations (the best hypothesis, detokenized with `tgt`) of the sources of `examples`,
 /// decoded `mini_batch` sentences at a time in order of source length, in input order: a
 /// Translator run. The default options are greedy search.
-std::vector<std::string> best_translations(const Transformer& model,
+std::vector<std::string> best_translations(const Ensemble& models,
                                            const std::vector<Example>& examples,
                                            const Tokenizer& tgt, int mini_batch,
                                            const DecodeOptions& decode = {});
