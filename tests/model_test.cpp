@@ -505,3 +505,47 @@ TEST_CASE("Sharded updates (--simulate-ranks) follow the one-batch updates, ever
     // steps of ±lr, so some biases differ by ~lr while the loss agrees to 1e-5.)
   }
 }
+
+TEST_CASE("backward's GradientsFinal hook reports finished parts in reverse registry order; buckets keep the gradients", "[model][train][replicas]") {
+  const auto ex = twenty_pairs();
+  const Batch b = batch_of({ex.begin(), ex.begin() + 4});
+  for (const char* norm : {"pre", "post"}) {
+    for (bool tie : {true, false}) {
+      Transformer model(small_config(norm, tie));
+      model.init_parameters(3);
+      ForwardCache cache;
+      Mat logits, dlogits;
+      model.params().zero_grad();
+      model.forward(b, DropoutContext::training(1, 1), cache, logits);
+      label_smoothed_cross_entropy(logits, b.tgt_out, 0.1, &dlogits);
+      auto& ps = model.params().params();
+      std::vector<size_t> reported;
+      std::vector<Mat> at_report(ps.size());  // each gradient when first reported final
+      model.backward(b, dlogits, cache, [&](size_t first) {
+        reported.push_back(first);
+        for (size_t i = first; i < ps.size(); ++i)
+          if (at_report[i].size() == 0) at_report[i] = ps[i].grad;
+      });
+      INFO(norm << (tie ? " tied" : " untied"));
+      REQUIRE(reported.size() >= 2 * 2 + 3);  // output, 4 layers, 2 embeddings (+ norms)
+      CHECK(std::is_sorted(reported.rbegin(), reported.rend()));
+      CHECK(reported.front() < ps.size());
+      CHECK(reported.back() == 0);
+      for (size_t i = 0; i < ps.size(); ++i) {
+        INFO(ps[i].name);
+        CHECK(at_report[i] == ps[i].grad);  // exact: nothing changed it after the report
+      }
+      // One rank: the buckets' sums are the gradients themselves, written back unchanged.
+      const std::vector<Mat> before = at_report;
+      CHECK(GradientBuckets(model.params(), 1, true).size() == ps.size());  // one per parameter
+      CHECK(GradientBuckets(model.params(), size_t(1) << 40, true).size() == 1);
+      GradientBuckets buckets(model.params(), 4096, false);
+      CHECK(buckets.size() > 1);
+      CHECK_THROWS_AS(buckets.finish(model.params()), Error);  // nothing started
+      for (size_t r : reported) buckets.gradients_final(model.params(), r);
+      for (Param& p : ps) p.grad.setConstant(7);
+      buckets.finish(model.params());
+      for (size_t i = 0; i < ps.size(); ++i) CHECK(ps[i].grad == before[i]);
+    }
+  }
+}

@@ -203,12 +203,20 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
 }
 
 /// --dump-config, -q, --log-json, --report-html, --no-report-html, --save-freq, --no-resume,
-/// --resume, --simulate-ranks.
+/// --resume, --simulate-ranks, --allreduce, --allreduce-bucket-mb.
 void add_run_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("--simulate-ranks", opts->simulate_ranks,
                   "In one process, cut every batch into N shards and sum their gradients in order, "
                   "as `mpirun -np N anuvad train` does (to check or resume an N-rank run; 0 = off)")
       ->capture_default_str()->check(CLI::Range(0, 1024));
+  sub->add_option("--allreduce", opts->allreduce,
+                  "How an mpirun job sums the gradients: fused (one MPI_Allreduce after the backward "
+                  "pass), overlap (buckets sent while the backward pass runs, MPI polled after each "
+                  "layer) or overlap-lazy (the same, not polled); the same weights either way")
+      ->capture_default_str()->check(CLI::IsMember({"fused", "overlap", "overlap-lazy"}));
+  sub->add_option("--allreduce-bucket-mb", opts->allreduce_bucket_mb,
+                  "Gradient MB per bucket of the overlapped allreduce")
+      ->capture_default_str()->check(CLI::Range(1e-6, 1e6));
   sub->add_flag("--dump-config", flags.dump_config,
                 "Print the effective configuration (model config and training options, preset "
                 "applied) as JSON and exit without training");

@@ -52,6 +52,41 @@ void broadcast_impl(T* data, size_t n, MPI_Datatype type) {
 }
 }  // namespace
 
+/// The MPI requests of an AsyncSums.
+struct AsyncSums::Requests {
+  std::vector<MPI_Request> pending;
+  template <class T>
+  void start(T* data, size_t n, MPI_Datatype type) {
+    if (g_size <= 1) return;
+    in_chunks(n, [&](size_t off, int count) {
+      pending.emplace_back();
+      MPI_Iallreduce(MPI_IN_PLACE, data + off, count, type, MPI_SUM, MPI_COMM_WORLD, &pending.back());
+    });
+  }
+};
+
+AsyncSums::AsyncSums() : requests_(std::make_unique<Requests>()) {}
+AsyncSums::~AsyncSums() = default;
+void AsyncSums::start(float* data, size_t n) { requests_->start(data, n, MPI_FLOAT); }
+void AsyncSums::start(double* data, size_t n) { requests_->start(data, n, MPI_DOUBLE); }
+
+bool AsyncSums::test() {
+  std::vector<MPI_Request>& r = requests_->pending;
+  if (r.empty()) return true;
+  int done = 0;
+  MPI_Testall(static_cast<int>(r.size()), r.data(), &done, MPI_STATUSES_IGNORE);
+  if (done) r.clear();
+  return done != 0;
+}
+
+void AsyncSums::wait() {
+  std::vector<MPI_Request>& r = requests_->pending;
+  if (!r.empty()) MPI_Waitall(static_cast<int>(r.size()), r.data(), MPI_STATUSES_IGNORE);
+  r.clear();
+}
+
+size_t AsyncSums::in_flight() const { return requests_->pending.size(); }
+
 DistributedSession::DistributedSession(int* argc, char*** argv) {
   if (!launched_by_mpirun()) return;
   int provided = 0;
@@ -155,6 +190,14 @@ std::vector<std::string> gather_to_root(const std::string& bytes) { return {byte
 bool any_true(bool flag) { return flag; }
 bool same_on_all_ranks(uint64_t) { return true; }
 void abort_all_ranks(int) {}
+struct AsyncSums::Requests {};
+AsyncSums::AsyncSums() : requests_(std::make_unique<Requests>()) {}
+AsyncSums::~AsyncSums() = default;
+void AsyncSums::start(float*, size_t) {}
+void AsyncSums::start(double*, size_t) {}
+bool AsyncSums::test() { return true; }
+void AsyncSums::wait() {}
+size_t AsyncSums::in_flight() const { return 0; }
 
 #endif
 

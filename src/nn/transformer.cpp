@@ -215,22 +215,31 @@ void DecoderLayer::step(DecoderState& st, size_t layer, int r0, int n, DecoderWo
 
 Transformer::Transformer(const ModelConfig& cfg) : cfg_(cfg) {
   cfg_.validate();
+  const auto next = [this] { return params_.params().size(); };
   src_embed_ = std::make_unique<Embedding>(params_, "encoder.embed_tokens", cfg_.src_vocab_size,
                                            cfg_.d_model, cfg_.max_positions);
   encoder_.reserve(cfg_.encoder_layers);
-  for (int i = 0; i < cfg_.encoder_layers; ++i)
+  for (int i = 0; i < cfg_.encoder_layers; ++i) {
+    first_.encoder.push_back(next());
     encoder_.emplace_back(params_, "encoder.layers." + std::to_string(i), cfg_);
+  }
+  first_.enc_norm = next();
   if (cfg_.pre_norm())
     enc_norm_ = std::make_unique<LayerNorm>(params_, "encoder.norm", cfg_.d_model,
                                             sc(cfg_.layer_norm_eps));
+  first_.tgt_embed = next();
   tgt_embed_ = std::make_unique<Embedding>(params_, "decoder.embed_tokens", cfg_.tgt_vocab_size,
                                            cfg_.d_model, cfg_.max_positions);
   decoder_.reserve(cfg_.decoder_layers);
-  for (int i = 0; i < cfg_.decoder_layers; ++i)
+  for (int i = 0; i < cfg_.decoder_layers; ++i) {
+    first_.decoder.push_back(next());
     decoder_.emplace_back(params_, "decoder.layers." + std::to_string(i), cfg_);
+  }
+  first_.dec_norm = next();
   if (cfg_.pre_norm())
     dec_norm_ = std::make_unique<LayerNorm>(params_, "decoder.norm", cfg_.d_model,
                                             sc(cfg_.layer_norm_eps));
+  first_.output = next();
   out_weight_ = cfg_.tie_output
                     ? &tgt_embed_->weight
                     : &params_.add("output_projection.weight", {cfg_.tgt_vocab_size, cfg_.d_model});
@@ -323,15 +332,21 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
   decoder_forward(b.tgt_in, b.tgt_rows, b.src_rows, dctx, cache, logits);
 }
 
-void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache) const {
+void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache,
+                           const GradientsFinal& final) const {
   ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
+  const auto done = [&final](size_t first) {
+    if (final) final(first);
+  };
   // forward: logits = h·Wᵀ + bias  ⇒  dW += dlogitsᵀ·h, dh = dlogits·W
   Mat dh;
   affine_backward(dlogits, cache.dec_out, out_weight_->value, out_weight_->grad_acc(),
                   out_bias_->grad_acc(), dh, /*accumulate=*/false);
+  done(first_.output);  // (a tied weight belongs to the target embedding, final below)
   Mat dx;
   if (dec_norm_) {
     dec_norm_->backward(dh, cache.dec_norm, dx);
+    done(first_.dec_norm);
   } else {
     dx = std::move(dh);
   }
@@ -340,12 +355,15 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
     Mat dprev;
     decoder_[l].backward(dx, cache.memory, b.tgt_rows, b.src_rows, cache.dec[l], dprev, dmemory);
     dx = std::move(dprev);
+    done(first_.decoder[l]);
   }
   apply_dropout(dx, cache.tgt_embed_drop);
   tgt_embed_->backward(dx, b.tgt_in, cache.tgt_word_drop);
+  done(first_.tgt_embed);
 
   if (enc_norm_) {
     enc_norm_->backward(dmemory, cache.enc_norm, dx);
+    done(first_.enc_norm);
   } else {
     dx = std::move(dmemory);
   }
@@ -353,9 +371,11 @@ void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCach
     Mat dprev;
     encoder_[l].backward(dx, b.src_rows, cache.enc[l], dprev);
     dx = std::move(dprev);
+    done(first_.encoder[l]);
   }
   apply_dropout(dx, cache.src_embed_drop);
   src_embed_->backward(dx, b.src, cache.src_word_drop);
+  done(0);
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -176,8 +176,9 @@ void log_summary(const TrainOptions& opts, const TrainResult& r) {
                  r.real_tokens, r.padded_tokens,
                  100.0 * double(r.padded_tokens - r.real_tokens) / double(r.padded_tokens));
   if (r.ranks > 1 && r.steps > 0)
-    spdlog::info("data parallelism: {} shards per update; per update {:.2f} ms waiting for the slowest rank, "
-                 "{:.2f} ms in the allreduce of {:.2f} MB of gradients ({:.1f} % of the run)", r.ranks,
+    spdlog::info("data parallelism: {} shards per update, allreduce {} in {} bucket(s); per update {:.2f} ms "
+                 "waiting for the slowest rank, {:.2f} ms in the allreduce of {:.2f} MB of gradients "
+                 "({:.1f} % of the run)", r.ranks, r.allreduce, r.allreduce_buckets,
                  1e3 * r.allreduce_wait_seconds / double(r.steps), 1e3 * r.allreduce_seconds / double(r.steps),
                  double(r.gradient_bytes) / 1e6, 100.0 * r.allreduce_seconds / std::max(r.seconds, 1e-9));
   for (const auto& m : opts.valid_metrics) {

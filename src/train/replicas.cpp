@@ -3,7 +3,7 @@
 
 #include <unistd.h>
 
-#include <chrono>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -46,21 +46,73 @@ void GradientSum::add_zero(const ParamRegistry& params) {
   empty_ = false;
 }
 
-GradientSum::Timing GradientSum::reduce_into(ParamRegistry& params) {
-  using Clock = std::chrono::steady_clock;
-  const auto t0 = Clock::now();
-  barrier();  // (separates the wait for the slowest rank from the allreduce's own time)
-  const auto t1 = Clock::now();
-  allreduce_sum(sum_.data(), sum_.size());
-  const Timing timing{std::chrono::duration<double>(t1 - t0).count(),
-                      std::chrono::duration<double>(Clock::now() - t1).count()};
-  const Scalar* in = sum_.data();
-  for (Param& p : params.params()) {
-    std::memcpy(p.grad.data(), in, static_cast<size_t>(p.grad.size()) * sizeof(Scalar));
-    in += p.grad.size();
+namespace {
+/// Copies the gradients of params [first, last) (registry order) from/to a flat buffer.
+void pack(const ParamRegistry& params, size_t first, size_t last, Scalar* out) {
+  for (size_t i = first; i < last; ++i) {
+    const Mat& g = params.params()[i].grad;
+    std::memcpy(out, g.data(), static_cast<size_t>(g.size()) * sizeof(Scalar));
+    out += g.size();
   }
+}
+void unpack(const Scalar* in, size_t first, size_t last, ParamRegistry& params) {
+  for (size_t i = first; i < last; ++i) {
+    Mat& g = params.params()[i].grad;
+    std::memcpy(g.data(), in, static_cast<size_t>(g.size()) * sizeof(Scalar));
+    in += g.size();
+  }
+}
+}  // namespace
+
+void GradientSum::reduce_into(ParamRegistry& params) {
+  allreduce_sum(sum_.data(), sum_.size());
+  unpack(sum_.data(), 0, params.params().size(), params);
   empty_ = true;
-  return timing;
+}
+
+AllreduceMode parse_allreduce_mode(const std::string& name) {
+  if (name == "fused") return AllreduceMode::kFused;
+  if (name == "overlap") return AllreduceMode::kOverlap;
+  if (name == "overlap-lazy") return AllreduceMode::kOverlapLazy;
+  throw ConfigError("--allreduce: '" + name + "' is not fused, overlap or overlap-lazy");
+}
+
+GradientBuckets::GradientBuckets(const ParamRegistry& params, size_t bucket_bytes, bool poll)
+    : poll_(poll) {
+  if (bucket_bytes == 0) throw ConfigError("--allreduce-bucket-mb must be > 0");
+  const auto& ps = params.params();
+  size_t last = ps.size(), bytes = 0;
+  for (size_t i = ps.size(); i-- > 0;) {
+    bytes += static_cast<size_t>(ps[i].value.size()) * sizeof(Scalar);
+    if (bytes >= bucket_bytes || i == 0) {
+      buckets_.push_back({i, last, {}});
+      last = i;
+      bytes = 0;
+    }
+  }
+  std::reverse(buckets_.begin(), buckets_.end());
+  for (Bucket& b : buckets_) {
+    size_t n = 0;
+    for (size_t i = b.first; i < b.last; ++i) n += static_cast<size_t>(ps[i].value.size());
+    b.sum.assign(n, Scalar(0));  // (touched once here, not at every update)
+  }
+  unstarted_ = buckets_.size();
+}
+
+void GradientBuckets::gradients_final(const ParamRegistry& params, size_t first_final) {
+  for (; unstarted_ > 0 && buckets_[unstarted_ - 1].first >= first_final; --unstarted_) {
+    Bucket& b = buckets_[unstarted_ - 1];
+    pack(params, b.first, b.last, b.sum.data());
+    sums_.start(b.sum.data(), b.sum.size());
+  }
+  if (poll_) sums_.test();
+}
+
+void GradientBuckets::finish(ParamRegistry& params) {
+  if (unstarted_ > 0) throw Error("GradientBuckets::finish: " + std::to_string(unstarted_) + " buckets never started");
+  sums_.wait();
+  for (const Bucket& b : buckets_) unpack(b.sum.data(), b.first, b.last, params);
+  unstarted_ = buckets_.size();
 }
 
 uint64_t weights_hash(const ParamRegistry& params) {

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <memory>
 #include <sstream>
 
 #include "anuvad/core/distributed.h"
@@ -32,12 +34,14 @@ struct StepBuffers {
 /// §7) and backward pass of one batch, or of one shard of a data-parallel update: leaves in
 /// model.params() the gradients of Σ loss / `grad_scale` (the target tokens of the whole global
 /// batch, so that the shards' gradients add up to the whole batch's).
+/// `final` is handed to Transformer::backward (the overlapped allreduce's hook).
 LossStats forward_loss_backward(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                                double label_smoothing, double grad_scale, StepBuffers& buf) {
+                                double label_smoothing, double grad_scale, StepBuffers& buf,
+                                const GradientsFinal& final) {
   model.params().zero_grad();
   model.forward(b, dctx, buf.cache, buf.logits);
   const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
-  model.backward(b, buf.dlogits, buf.cache);
+  model.backward(b, buf.dlogits, buf.cache, final);
   return ls;
 }
 
@@ -145,6 +149,18 @@ void check_run_options(const std::vector<Example>& train_examples, const TrainOp
   if (opts.simulate_ranks > 1 && world_size() > 1)
     throw ConfigError("--simulate-ranks is for a single process, not for an mpirun job of " +
                       std::to_string(world_size()) + " ranks");
+  (void)parse_allreduce_mode(opts.allreduce);
+  if (!(opts.allreduce_bucket_mb > 0 && opts.allreduce_bucket_mb < 1e6))
+    throw ConfigError("--allreduce-bucket-mb must be in (0, 1e6)");
+}
+
+/// The overlapped allreduce of an mpirun job whose opts.allreduce asks for one; null otherwise
+/// (one process, or "fused").
+std::unique_ptr<GradientBuckets> make_buckets(const ParamRegistry& params, const TrainOptions& opts) {
+  const AllreduceMode mode = parse_allreduce_mode(opts.allreduce);
+  if (world_size() <= 1 || mode == AllreduceMode::kFused) return nullptr;
+  return std::make_unique<GradientBuckets>(params, static_cast<size_t>(opts.allreduce_bucket_mb * 1e6),
+                                           mode == AllreduceMode::kOverlap);
 }
 
 /// The state of one fit() call besides the model's weights: generator, optimizer, EMA,
@@ -159,7 +175,8 @@ class Run {
         progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet || !is_root_rank(),
                   hooks.resume ? hooks.resume->elapsed_seconds : 0),
         shards_(world_size() > 1 ? world_size() : std::max(1, opts.simulate_ranks)),
-        first_shard_(world_rank()), local_shards_(world_size() > 1 ? 1 : shards_) {
+        first_shard_(world_rank()), local_shards_(world_size() > 1 ? 1 : shards_),
+        buckets_(make_buckets(model.params(), opts)) {
     progress_.set_event_sink(hooks.log);
     const TrainState* r = hooks.resume;
     if (!r) return;
@@ -191,16 +208,11 @@ class Run {
     // Σ loss, target tokens, real and padded tokens: of this process's shards, then of all ranks.
     double totals[4] = {0, 0, 0, 0};
     compute_shards(global, totals);
-    allreduce_sum(totals, 4);
+    sum_over_ranks(totals);
     const double loss = totals[0] / totals[1];
     if (!std::isfinite(loss))
       throw NumericError("step " + std::to_string(step_) +
                          ": training loss is NaN or Inf; training stopped, the last saved model is kept");
-    if (shards_ > 1) {
-      const GradientSum::Timing t = grads_.reduce_into(model_.params());
-      result_.allreduce_wait_seconds += t.wait;
-      result_.allreduce_seconds += t.allreduce;
-    }
     check_finite_gradients(model_.params(), step_);
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);
     ema_.update(model_.params(), step_);
@@ -313,7 +325,31 @@ class Run {
     result_.seconds = progress_.elapsed_seconds();
     result_.tgt_tokens_per_second = tokens_total_ / std::max(result_.seconds, 1e-9);
     result_.ranks = shards_;
+    result_.allreduce = buckets_ ? opts_.allreduce : "fused";
+    result_.allreduce_buckets = buckets_ ? buckets_->size() : 1;
     result_.gradient_bytes = model_.params().num_elements() * static_cast<int64_t>(sizeof(Scalar));
+  }
+
+  /// Sums the loss `totals` [4] and the gradients over the ranks (or this process's shards),
+  /// timing the totals' allreduce (the wait for the slowest rank, a sync point) and what is
+  /// left of the gradients' allreduce after it. With buckets, every one is started (zeros for
+  /// an empty shard) before the totals' allreduce, so that all ranks start the same
+  /// collectives in the same order, and all are complete before this returns (so none is in
+  /// flight at the stop collective of checkpoint_if_due).
+  void sum_over_ranks(double* totals) {
+    using Clock = std::chrono::steady_clock;
+    if (buckets_) buckets_->gradients_final(model_.params(), 0);
+    const auto t0 = Clock::now();
+    allreduce_sum(totals, 4);
+    const auto t1 = Clock::now();
+    if (shards_ <= 1) return;
+    if (buckets_) {
+      buckets_->finish(model_.params());
+    } else {
+      grads_.reduce_into(model_.params());
+    }
+    result_.allreduce_wait_seconds += std::chrono::duration<double>(t1 - t0).count();
+    result_.allreduce_seconds += std::chrono::duration<double>(Clock::now() - t1).count();
   }
 
   /// Forward, loss and backward of this process's shards of the global batch (sentence
@@ -327,9 +363,9 @@ class Run {
     for (int i : global) global_tgt += static_cast<int64_t>((*train_)[i].tgt.size()) + 1;  // + EOS
     for (int k = first_shard_; k < first_shard_ + local_shards_; ++k) {
       const auto [first, last] = shard_range(global.size(), k, shards_);
-      if (first == last) {  // fewer sentences than ranks
+      if (first == last) {  // fewer sentences than ranks (buckets: started by sum_over_ranks)
         model_.params().zero_grad();
-        grads_.add_zero(model_.params());
+        if (!buckets_) grads_.add_zero(model_.params());
         continue;
       }
       std::vector<const Example*> ptrs;
@@ -337,8 +373,8 @@ class Run {
       const Batch b = make_batch(ptrs);
       const DropoutContext dctx = DropoutContext::training(opts_.seed, step_, static_cast<int64_t>(first));
       const LossStats ls = forward_loss_backward(model_, b, dctx, opts_.label_smoothing,
-                                                 static_cast<double>(global_tgt), buf_);
-      if (shards_ > 1) grads_.add(model_.params());
+                                                 static_cast<double>(global_tgt), buf_, final_);
+      if (shards_ > 1 && !buckets_) grads_.add(model_.params());
       totals[0] += ls.loss_sum;
       totals[1] += static_cast<double>(ls.n_tokens);
       totals[2] += static_cast<double>(int64_t(b.src.size()) + b.n_tgt_tokens());
@@ -359,7 +395,13 @@ class Run {
   const int shards_;        ///< shards per global batch: the ranks, or TrainOptions::simulate_ranks
   const int first_shard_;   ///< this process's first shard (its rank)
   const int local_shards_;  ///< shards this process computes (1 per rank; all when simulating)
-  GradientSum grads_;       ///< the shards' summed gradients (unused with one shard)
+  GradientSum grads_;       ///< the shards' summed gradients (unused with one shard or buckets)
+  /// The overlapped allreduce (--allreduce overlap*, mpirun jobs only), else null.
+  std::unique_ptr<GradientBuckets> buckets_;
+  /// Transformer::backward's hook: buckets_->gradients_final, or none.
+  GradientsFinal final_ = buckets_ ? GradientsFinal([this](size_t first) {
+    buckets_->gradients_final(model_.params(), first);
+  }) : GradientsFinal();
   int64_t step_ = 0, tokens_total_ = 0;
   int first_epoch_ = 1;
   TrainResult result_;

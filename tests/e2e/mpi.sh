@@ -2,15 +2,18 @@
 # Data-parallel training on Open MPI (issue #17), end to end, every dropout on (embeddings and
 # residuals, attention weights, FFN hidden, source and target word dropout), several batches per
 # epoch, a replica check every 10 updates (--save-freq 10; a divergence fails the run):
-#  1. `mpirun -np 2 anuvad train` (model A) is bit-identical to one process that computes the
-#     same two shards of every batch in rank order (--simulate-ranks 2);
+#  1. `mpirun -np 2 anuvad train` (model A, --allreduce fused) is bit-identical to one process
+#     that computes the same two shards of every batch in rank order (--simulate-ranks 2), and to
+#     2 ranks with the allreduce overlapped with the backward pass in small buckets (several per
+#     update, --allreduce overlap-lazy; one float addition per element either way);
 #  2. the loss of each of 60 updates of a 2-rank run is within 1e-5 (relative) of a plain
 #     1-process run's with the same seed, batches and data: dropout masks are drawn per sentence
 #     of the global batch (nn/dropout.h), so they do not depend on the rank count (only the
 #     gradient summation order does);
-#  3. a 2-rank run whose rank 1 gets SIGTERM mid-training stops on both ranks (exit 130, a
-#     checkpoint from rank 0); resuming it with 2 ranks, and a copy of its checkpoint with one
-#     process (--simulate-ranks 2), both finish with a model byte-identical to A;
+#  3. a 2-rank run (--allreduce overlap, buckets polled between layers) whose rank 1 gets SIGTERM
+#     mid-training stops on both ranks (exit 130, a checkpoint from rank 0; no rank left in an
+#     unfinished bucket); resuming it with 2 ranks (overlap), and a copy of its checkpoint with
+#     one process (--simulate-ranks 2), both finish with a model byte-identical to A;
 #  4. `mpirun -np 2 anuvad evaluate` (mini-batches dealt out to the ranks) prints the scores and
 #     writes the translations byte-identical to one process's;
 #  5. SIGUSR1 to mpirun itself (which forwards it to every rank) stops training with a checkpoint
@@ -32,13 +35,19 @@ args=(train --train-sets "$corpus" --no-valid --batch-tokens 60 --cpu-threads 1 
 fail() { echo "$1"; shift; for f in "$@"; do echo "--- $f"; tail -20 "$f"; done; exit 1; }
 
 # 1. Two ranks against their shards summed in one process.
-"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 -m "$dir/a.safetensors" \
+"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 --allreduce fused -m "$dir/a.safetensors" \
   > "$dir/a.log" 2>&1 || fail "mpirun -np 2 train failed" "$dir/a.log"
 grep -q "processes: 2 ranks × 1 threads" "$dir/a.log" || fail "the log does not report 2 ranks × 1 threads" "$dir/a.log"
 "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 --simulate-ranks 2 -m "$dir/s.safetensors" \
   > "$dir/s.log" 2>&1 || fail "--simulate-ranks 2 failed" "$dir/s.log"
 cmp "$dir/a.safetensors" "$dir/s.safetensors" || fail "2 ranks and their shards in one process differ" "$dir/a.log" "$dir/s.log"
 echo "mpirun -np 2: model byte-identical to --simulate-ranks 2 in one process ($(grep -o '[0-9]* steps' "$dir/a.log"))"
+"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 --allreduce overlap-lazy \
+  --allreduce-bucket-mb 0.01 -m "$dir/o.safetensors" > "$dir/o.log" 2>&1 || fail "--allreduce overlap-lazy failed" "$dir/o.log"
+buckets=$(grep -o 'allreduce overlap-lazy in [0-9]* bucket' "$dir/o.log" | grep -o '[0-9]*')
+[ "${buckets:-0}" -ge 3 ] || fail "--allreduce overlap-lazy: expected 3 or more buckets, got '$buckets'" "$dir/o.log"
+cmp "$dir/a.safetensors" "$dir/o.safetensors" || fail "overlapped and fused allreduce differ" "$dir/a.log" "$dir/o.log"
+echo "mpirun -np 2 --allreduce overlap-lazy ($buckets buckets): model byte-identical to the fused allreduce"
 
 # 2. Two ranks against a plain single process, loss per update.
 "${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-steps 60 -m "$dir/p2.safetensors" \
@@ -60,7 +69,8 @@ if worst > 1e-5:
 PY
 
 # 3. SIGTERM on rank 1, then resume with 2 ranks and with 1 process.
-"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 -m "$dir/b.safetensors" > "$dir/b1.log" 2>&1 &
+overlap=(--allreduce overlap --allreduce-bucket-mb 0.02)
+"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 "${overlap[@]}" -m "$dir/b.safetensors" > "$dir/b1.log" 2>&1 &
 pid=$!
 for _ in $(seq 1 6000); do grep -q "step 40 " "$dir/b1.log" 2>/dev/null && break; sleep 0.01; done
 rank1=
@@ -75,7 +85,7 @@ code=$?
 [ -f "$dir/b.checkpoint.safetensors" ] || fail "SIGTERM on rank 1 left no checkpoint" "$dir/b1.log"
 grep -q "interrupted after step" "$dir/b1.log" || fail "no interruption message from rank 0" "$dir/b1.log"
 cp "$dir/b.checkpoint.safetensors" "$dir/c.checkpoint.safetensors"
-"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 -m "$dir/b.safetensors" \
+"${launch[@]}" "$anuvad" "${args[@]}" -c "$dir/drop.json" --after-epochs 100 "${overlap[@]}" -m "$dir/b.safetensors" \
   > "$dir/b2.log" 2>&1 || fail "the 2-rank rerun failed" "$dir/b2.log"
 grep -q "resuming from" "$dir/b2.log" || fail "the 2-rank rerun did not resume" "$dir/b2.log"
 cmp "$dir/a.safetensors" "$dir/b.safetensors" || fail "2-rank resumed model differs from the uninterrupted one" "$dir/b2.log"

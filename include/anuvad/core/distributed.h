@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,34 @@ inline bool is_root_rank() { return world_rank() == 0; }
 /// rank gets the same sums. A no-op with one rank.
 void allreduce_sum(float* data, size_t n);
 void allreduce_sum(double* data, size_t n);
+/// In-place element-wise sums over all ranks started without waiting (MPI_Iallreduce, MPI_SUM),
+/// so that computation can go on while they travel; every rank must start the same sums (the
+/// same sizes) in the same order. Open MPI moves them on only inside MPI calls (test() lets it).
+/// The buffers must stay untouched until wait() returns. With one rank (or without MPI) start()
+/// does nothing: the data already is its sum. The destructor does not wait: an error that
+/// leaves sums in flight ends the job through main's abort_all_ranks (MPI forbids cancelling
+/// them).
+class AsyncSums {
+ public:
+  AsyncSums();
+  ~AsyncSums();
+  AsyncSums(const AsyncSums&) = delete;
+  AsyncSums& operator=(const AsyncSums&) = delete;
+  /// Starts the sum of data[0..n) over all ranks (in pieces of at most 2^30 elements).
+  void start(float* data, size_t n);
+  void start(double* data, size_t n);
+  /// Lets MPI progress the started sums without blocking (MPI_Testall); true when all are done.
+  bool test();
+  /// Returns when every started sum is complete (MPI_Waitall); then none is in flight.
+  void wait();
+  /// Sums started and not yet known to be complete.
+  size_t in_flight() const;
+
+ private:
+  struct Requests;
+  std::unique_ptr<Requests> requests_;
+};
+
 /// Copies rank 0's data[0..n) to every rank (MPI_Bcast). A no-op with one rank.
 void broadcast(float* data, size_t n);
 void broadcast(double* data, size_t n);

@@ -7,6 +7,8 @@
 // vocabulary. Activations are row-major [B·S, D] / [B·T, D], row b·T + t.
 #pragma once
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -160,6 +162,13 @@ struct DecoderState {
   Mat gather_scratch;
 };
 
+/// Told by Transformer::backward, after each part (the output projection, a LayerNorm, a layer,
+/// an embedding), that every parameter at registry index >= `first_final` (ParamRegistry
+/// order) now has its final gradient. The backward pass runs the parts in reverse registration
+/// order, so `first_final` only decreases, down to 0 after the source embedding. Data-parallel
+/// training (train/replicas.h) starts sending gradients from there.
+using GradientsFinal = std::function<void(size_t first_final)>;
+
 /// The encoder–decoder model. Parameters (PyTorch state_dict names):
 ///   encoder.embed_tokens.weight [V_src, D], encoder.layers.i.*, encoder.norm.* (pre-norm),
 ///   decoder.embed_tokens.weight [V_tgt, D], decoder.layers.i.*, decoder.norm.* (pre-norm),
@@ -192,9 +201,11 @@ class Transformer {
   /// global batch), word dropout (dropout_src / dropout_trg) included; inactive = none.
   void forward(const Batch& batch, const DropoutContext& dctx, ForwardCache& cache,
                Mat& logits) const;
-  /// dlogits [Nt, V] → accumulates every parameter gradient (call params().zero_grad() first).
-  /// Throws ShapeError when the cache was filled with `inference` set.
-  void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache) const;
+  /// dlogits [Nt, V] → accumulates every parameter gradient (call params().zero_grad() first),
+  /// calling `final` (when set) after each part (GradientsFinal). Throws ShapeError when the
+  /// cache was filled with `inference` set.
+  void backward(const Batch& batch, const Mat& dlogits, const ForwardCache& cache,
+                const GradientsFinal& final = {}) const;
 
   /// Starts incremental decoding over memory [Ns, D] packed as src_rows (as encode leaves it):
   /// projects cross-attention K/V once per layer and sentence, and allocates the
@@ -223,6 +234,11 @@ class Transformer {
   std::unique_ptr<LayerNorm> enc_norm_, dec_norm_;
   Param* out_weight_ = nullptr;  // tgt embedding when tied
   Param* out_bias_ = nullptr;
+  /// Registry index of the first parameter of each part (for GradientsFinal).
+  struct FirstParams {
+    std::vector<size_t> encoder, decoder;  ///< per layer
+    size_t enc_norm = 0, tgt_embed = 0, dec_norm = 0, output = 0;
+  } first_;
 };
 
 }  // namespace anuvad

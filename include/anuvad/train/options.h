@@ -83,6 +83,16 @@ struct TrainOptions {
   /// 0 or 1 = one shard per rank. Not part of the resume fingerprint: a checkpoint resumes with
   /// any number of ranks. Refused under mpirun with more than one rank.
   int simulate_ranks = 0;
+  /// How an mpirun job sums the gradients over the ranks (train/replicas.h AllreduceMode):
+  /// "fused" (one allreduce after the backward pass), "overlap" (buckets sent during the
+  /// backward pass, MPI polled after every layer) or "overlap-lazy" (not polled). The sums, and
+  /// so the weights, are the same; only the time differs (overlap by default: 268 → 73 ms of
+  /// allreduce per update on the small benchmark model, tests/bench/README.md). Not in the
+  /// fingerprint.
+  std::string allreduce = "overlap";
+  /// Size of one bucket of the overlapped allreduce, MB (10^6 bytes of gradients; a parameter
+  /// is never split). Must be > 0.
+  double allreduce_bucket_mb = 2;
   /// Called after every update with its 1-based step (progress hooks; tests use it to interrupt).
   std::function<void(int64_t step)> on_step;
   /// Called with every event of the structured log after it is written and flushed, with the

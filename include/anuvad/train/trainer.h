@@ -56,8 +56,14 @@ struct TrainResult {
   int64_t real_tokens = 0;    ///< source + target tokens of this run's updates (what is computed)
   int64_t padded_tokens = 0;  ///< the same batches in a right-padded [B·T] layout (what padding would cost)
   int ranks = 1;                 ///< shards per update: mpirun ranks or TrainOptions::simulate_ranks
-  double allreduce_seconds = 0;  ///< time in the gradient allreduce (with ranks > 1), s
-  double allreduce_wait_seconds = 0;  ///< time waiting for the slowest rank before it, s
+  /// Time in the gradient allreduce after the update's loss totals were summed (with ranks > 1;
+  /// with an overlapped allreduce only what the backward pass did not hide), s.
+  double allreduce_seconds = 0;
+  /// Time in the loss totals' allreduce after the backward pass: waiting for the slowest rank
+  /// (and, with an overlapped allreduce, moving buckets meanwhile), s.
+  double allreduce_wait_seconds = 0;
+  std::string allreduce = "fused";  ///< TrainOptions::allreduce of an mpirun job's run
+  size_t allreduce_buckets = 1;  ///< buckets of one update's gradients (1 = fused)
   int64_t gradient_bytes = 0;    ///< bytes of one update's gradients (what one allreduce sums)
 };
 
