@@ -284,6 +284,7 @@ TEST_CASE("SentenceBeam: candidates, parents, EOS among the top K, the length li
   DecodeOptions o;
   o.beam_size = 2;
   o.n_best = 2;
+  o.normalize = 0.0;  // raw scores (the default α is 1)
   o.return_attention = true;
   SentenceBeam beam(o, /*limit=*/3, /*n_layers=*/1, /*n_heads=*/1);
   const int first_row = 4;  // the sentence's rows 4 and 5 of a larger batch
