@@ -148,7 +148,7 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
   CHECK(keys_with(kFingerprint) ==
         std::vector<std::string>{"train_sets", "valid_sets", "preset", "seed", "batch_tokens",
                                  "learning_rate", "warmup_steps", "label_smoothing", "clip_norm",
-                                 "valid_freq", "valid_metrics", "early_stopping", "src_vocab_size",
+                                 "valid_freq", "valid_metrics", "src_vocab_size",
                                  "tgt_vocab_size", "exponential_smoothing"});
 
   TrainOptions o;
@@ -352,6 +352,11 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   other.learning_rate = 5e-4;
   CHECK_THROWS_WITH(read_checkpoint(file.path, resume_fingerprint(other), true),
                     Catch::Contains("checkpoint was written with another learning_rate (0.001 instead of 0.0005)"));
+  // More early-stopping patience, or a longer run: accepted (the stall count is in the state).
+  TrainOptions patient = o;
+  patient.early_stopping = o.early_stopping + 8;
+  patient.after_steps = o.after_steps + 1000;
+  CHECK(read_checkpoint(file.path, resume_fingerprint(patient), true).state.stalled == st.stalled);
   // A state without EMA, read as one with: refused, naming the tensor.
   TrainState no_ema = st;
   no_ema.ema.clear();

@@ -262,6 +262,29 @@ void set_extra_hooks(FitHooks& hooks, const TrainOptions& opts, const JobModel& 
     };
 }
 
+/// The corpus as subword examples of the job's tokenizers. Pairs longer than max_positions − 1
+/// subwords are skipped with one warning.
+struct JobExamples {
+  std::vector<Example> train, valid;
+  std::vector<size_t> train_kept;  ///< index in corpus.train of each training example
+  ValidationText valid_refs;       ///< the references of the kept validation pairs, in order
+};
+
+JobExamples make_job_examples(const CorpusText& corpus, const JobModel& job) {
+  const int max_len = job.cfg.max_positions - 1;
+  int skipped = 0, skipped_valid = 0;
+  std::vector<size_t> valid_kept;
+  JobExamples ex;
+  ex.train = make_examples(corpus.train, *job.src_tok, *job.tgt_tok, max_len, &skipped, &ex.train_kept);
+  ex.valid = make_examples(corpus.valid, *job.src_tok, *job.tgt_tok, max_len, &skipped_valid, &valid_kept);
+  ex.valid_refs.tgt_tokenizer = job.tgt_tok.get();
+  for (size_t i : valid_kept) ex.valid_refs.references.push_back(corpus.valid[i].second);
+  if (skipped + skipped_valid > 0)
+    spdlog::warn("skipped {} training and {} validation pairs longer than max_positions − 1 = {} subwords",
+                 skipped, skipped_valid, max_len);
+  return ex;
+}
+
 /// The log lines that describe a run before its first update: model, products, recipe.
 void log_setup(const TrainOptions& opts, const JobModel& job) {
   const ModelConfig& cfg = job.cfg;
@@ -304,18 +327,9 @@ TrainResult train(const TrainOptions& opts) {
   spdlog::info("SentencePiece vocabularies: {} source, {} target pieces", cfg.src_vocab_size,
                cfg.tgt_vocab_size);
 
-  int skipped = 0, skipped_valid = 0;
-  std::vector<size_t> valid_kept, train_kept;
-  const auto train_examples =
-      make_examples(corpus.train, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped, &train_kept);
-  const auto valid_examples =
-      make_examples(corpus.valid, *job.src_tok, *job.tgt_tok, cfg.max_positions - 1, &skipped_valid, &valid_kept);
-  ValidationText valid_refs;
-  valid_refs.tgt_tokenizer = job.tgt_tok.get();
-  for (size_t i : valid_kept) valid_refs.references.push_back(corpus.valid[i].second);
-  if (skipped + skipped_valid > 0)
-    spdlog::warn("skipped {} training and {} validation pairs longer than max_positions − 1 = {} subwords",
-                 skipped, skipped_valid, cfg.max_positions - 1);
+  const JobExamples ex = make_job_examples(corpus, job);
+  const std::vector<Example>& train_examples = ex.train;
+  const std::vector<Example>& valid_examples = ex.valid;
 
   if (!job.model) {
     job.model = std::make_unique<Transformer>(cfg);
@@ -338,12 +352,12 @@ TrainResult train(const TrainOptions& opts) {
   emit(run_start_event(opts, job, train_examples.size(), valid_examples.size()));
   FitHooks hooks;
   if (root) hooks.log = emit;
-  RunExtras extras{make_best_models(opts, job), make_sampler(opts, job, corpus, train_kept, train_examples)};
+  RunExtras extras{make_best_models(opts, job), make_sampler(opts, job, corpus, ex.train_kept, train_examples)};
   if (root) hooks.save = [&](const std::string& which, const TrainResult& r) {
     save_trained_model(opts, job, extras.best_k.get(), which, r);
   };
   set_extra_hooks(hooks, opts, job, extras);
-  hooks.valid_text = &valid_refs;
+  hooks.valid_text = &ex.valid_refs;
   if (root) hooks.checkpoint = [&](const TrainState& st) {
     write_checkpoint(ckpt, *job.model, *job.src_tok, *job.tgt_tok, fingerprint, st, hashes);
   };

@@ -96,7 +96,9 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::clip_norm>("clip_norm", kBoth),
       field<&O::valid_freq>("valid_freq", kBoth),
       field<&O::valid_metrics>("valid_metrics", kBoth),
-      field<&O::early_stopping>("early_stopping", kBoth),
+      // Not in the fingerprint: a resumed run may be given more (or less) patience; the count of
+      // validations without a better score is kept in the checkpoint and compared to the new one.
+      field<&O::early_stopping>("early_stopping", kDumpConfig),
       field<&O::final_model>("final_model", kDumpConfig),
       field<&O::average_best>("average_best", kDumpConfig),
       field<&O::valid_translation_output>("valid_translation_output", 0),
