@@ -7,9 +7,14 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "anuvad/core/error.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
+// masked builtins (unpack, shuffle, extract), which -Wuninitialized reports at every inlined use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace anuvad {
 
@@ -54,6 +59,17 @@ namespace {
 // (instead of a zero-extension and a shift per kWidth weights). The activations are reordered
 // to match once per call (interleave_rows), so the tile loads them as they are.
 
+/// c + a·b rounded once where the target has FMA (explicitly: the compiler's contraction of
+/// a·b + c could differ between two instantiations of the tile, and then a row's result with
+/// the tile size), else rounded twice (nothing to contract into).
+inline float madd(float a, float b, float c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
 /// One lane: the reference order, a left-to-right sum over k.
 struct ScalarPath {
   static constexpr int kWidth = 1, kMaxRows = 4;
@@ -64,7 +80,7 @@ struct ScalarPath {
     even = bf16_to_float(p[0]);
     odd = bf16_to_float(p[1]);
   }
-  static V fma(V a, V b, V c) { return a * b + c; }
+  static V fma(V a, V b, V c) { return madd(a, b, c); }
   static void sum4(const V* v, float* out) {
     for (int c = 0; c < 4; ++c) out[c] = v[c];
   }
@@ -113,7 +129,7 @@ struct Avx512Path {
     const V abcd = _mm512_add_ps(
         _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
         _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
-    alignas(64) float t[16];  // (GCC 12's -Wuninitialized flags its 512→128-bit extracts)
+    alignas(64) float t[16];
     _mm512_store_ps(t, abcd);
     _mm_storeu_ps(out, _mm_add_ps(_mm_add_ps(_mm_load_ps(t), _mm_load_ps(t + 4)),
                                   _mm_add_ps(_mm_load_ps(t + 8), _mm_load_ps(t + 12))));
@@ -179,7 +195,7 @@ void tile(const float* x, const uint16_t* w, Index k, float* y, Index ldy) {
       }
     }
     for (int c = 0; c < C; ++c) {
-      for (Index i = k_main; i < k; ++i) s[c] += x[r * k + i] * bf16_to_float(w[c * k + i]);
+      for (Index i = k_main; i < k; ++i) s[c] = madd(x[r * k + i], bf16_to_float(w[c * k + i]), s[c]);
       y[r * ldy + c] += s[c];
     }
   }
