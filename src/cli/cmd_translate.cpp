@@ -299,8 +299,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
   sub->add_option("--compute-type", o.compute_type,
                   "Precision of the decoder weights: float32, or bfloat16 (the decoder's and the "
                   "output projection's weight matrices rounded to 8-bit mantissas and read at "
-                  "half the bytes, for faster decoding; activations and sums stay float32; "
-                  "per-sentence scores move by up to ~1% and dev chrF2 by < 0.1)")
+                  "half the bytes, for faster decoding; activations and sums stay float32). On "
+                  "the models tried, sentence log-probabilities moved by up to 0.1 nats (0.3 %) "
+                  "and dev chrF2 by at most 0.02")
       ->capture_default_str();  // checked by load_models: a one-line anuvad error
 }
 
