@@ -239,8 +239,8 @@ Bf16Kernel resolve(Bf16Kernel kernel) {
 /// y [m, n] += x [m, k]·Wᵀ with the path `kernel` (resolved): the activations interleaved once,
 /// then the output columns split across the threads when the call is large enough (outside a
 /// parallel region).
-void multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y, Index ldy,
-              Bf16Kernel kernel) {
+[[maybe_unused]] void multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y,
+                               Index ldy, Bf16Kernel kernel) {
   const Index width = kernel == Bf16Kernel::kAvx512 ? 16 : kernel == Bf16Kernel::kAvx2 ? 8 : 1;
   thread_local AlignedFloats interleaved;  // reused: a decoding step allocates nothing
   interleave_rows(x, ldx, m, w.cols, width, interleaved);
