@@ -105,6 +105,26 @@ anuvad_cli_model_test(translate_tiny_word_scores
                       "\\|\\|\\| WordScores= -?[0-9]+\\.[0-9]+.*anuvad exit status 0 end"
                       translate -m ${ANUVAD_CLI_MODEL} --word-scores --max-length 5 hello)
 
+# --compute-type bfloat16 translates and scores; an unknown value is a one-line error before any
+# model is read; translate, score and evaluate document the flag.
+anuvad_cli_model_test(translate_tiny_bfloat16 "anuvad exit status 0 end"
+                      translate -m ${ANUVAD_CLI_MODEL} --compute-type bfloat16 hello)
+add_test(NAME cli.score_tiny_bfloat16
+         COMMAND sh -c [=[printf 'hello\tनमस्ते\n' | "$0" score -m "$1" --compute-type bfloat16]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL}
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.score_tiny_bfloat16 PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^-[0-9]+\\.[0-9]+\n$"
+  LABELS cli
+  TIMEOUT 20)
+anuvad_cli_test(translate_bad_compute_type
+  "^anuvad: error: --compute-type: compute type 'bf17' is not float32 or bfloat16\nanuvad exit status 1 end"
+  translate --compute-type bf17 hello)
+foreach(command translate score evaluate)
+  anuvad_cli_test(${command}_help_compute_type "--compute-type[^\n]*bfloat16.*anuvad exit status 0 end" ${command} --help)
+endforeach()
+
 # `score` prints a negative total log-probability for a src<TAB>tgt line.
 add_test(NAME cli.score_tiny
          COMMAND sh -c [=[printf 'hello\tनमस्ते\n' | "$0" score -m "$1"]=]

@@ -42,14 +42,16 @@ void add_decode_options(CLI::App* sub, DecodeOptions& opts);
 
 /// The model flags of translate, score and evaluate: -m/--model FILE (one model), or
 /// --models A B … (an ensemble, decode/ensemble.h; the two are mutually exclusive), and
-/// --weights wA wB … (one per model, default 1 each; also allowed with -m).
+/// --weights wA wB … (one per model, default 1 each; also allowed with -m), and
+/// --compute-type float32|bfloat16 (Transformer::set_compute_type, applied to every model).
 struct ModelOptions {
   std::string model_path = "models/default.safetensors";
   std::vector<std::string> models;
   std::vector<double> weights;
+  std::string compute_type = "float32";
 };
 
-/// Binds -m/--model, --models and --weights to `o`.
+/// Binds -m/--model, --models, --weights and --compute-type to `o`.
 void add_model_options(CLI::App* sub, ModelOptions& o);
 
 /// The models of a command, loaded, and the ensemble over them.
@@ -68,7 +70,8 @@ struct LoadedModels {
   ModelConfig limits() const;
 };
 
-/// Loads the models of `o` (load_model each). Throws ConfigError with one line when --weights
+/// Loads the models of `o` (load_model each, then set to o.compute_type). Throws ConfigError
+/// with one line for an unknown compute type, when --weights
 /// has another number of values than there are models, or when two models differ in their
 /// target SentencePiece model (tokenizer.tgt bytes), source SentencePiece model (tokenizer.src
 /// bytes) or text normalization, naming both files; ModelFileError or IoError as load_model.

@@ -41,6 +41,8 @@ SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& 
   f.metadata["format_version"] = kFormatVersion;
   f.metadata["config"] = model.config().to_json().dump();
   f.metadata.emplace(kNormalizationKey, normalization_name(TextNormalization::kNfcSpaces));
+  if (model.compute_type() != ComputeType::kFloat32)
+    throw ConfigError("a model whose weights were rounded to bfloat16 for decoding cannot be saved");
   for (const Param& p : model.params().params()) {
     // Written as float32 whatever the build's Scalar is, so every file looks the same.
     RawTensor t;

@@ -148,8 +148,8 @@ void MultiHeadAttention::forward(const Mat& x_q, const Mat& x_kv, const Packing&
   ANUVAD_CHECK_SHAPE(x_q.rows() == q_rows.rows() && x_kv.rows() == kv_rows.rows() &&
                          q_rows.batch_size() == kv_rows.batch_size(),
                      "attention: inputs do not match their packings");
-  cache.k.resize(x_kv.rows(), k_proj.weight.value.rows());
-  cache.v.resize(x_kv.rows(), v_proj.weight.value.rows());
+  cache.k.resize(x_kv.rows(), k_proj.weight.rows());
+  cache.v.resize(x_kv.rows(), v_proj.weight.rows());
   project_kv(x_kv, cache.k, cache.v);
   const int batch = q_rows.batch_size(), n_queries = q_rows.max_length, n_keys = kv_rows.max_length;
   const AttentionShape shape{batch, n_queries, n_keys, n_heads_, 0, nullptr, 0, &q_rows, &kv_rows};

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "anuvad/core/bf16.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 
@@ -17,14 +18,15 @@ Linear::Linear(ParamRegistry& reg, const std::string& prefix, Index in_features,
       bias(reg.add(prefix + ".bias", {out_features})) {}
 
 void Linear::forward(const Eigen::Ref<const Mat>& x, Mat& y) const {
-  y.resize(x.rows(), weight.value.rows());
+  y.resize(x.rows(), weight.rows());
   forward_into(x, y);
 }
 
 void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) const {
-  ANUVAD_CHECK_SHAPE(x.cols() == weight.value.cols(),
+  ANUVAD_CHECK_SHAPE(x.cols() == weight.cols(),
                      weight.name + ": input has " + std::to_string(x.cols()) +
-                         " features, expected " + std::to_string(weight.value.cols()));
+                         " features, expected " + std::to_string(weight.cols()));
+  if (!weight.bf16.empty()) return bf16_affine(x, weight.bf16, bias.value, y);  // checks y
   affine_into(x, weight.value, bias.value, y);  // checks the output block
 }
 
@@ -154,9 +156,9 @@ void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, O
                      "sequence of " + std::to_string(Index(first_position) + max_len) +
                          " tokens exceeds max_positions " + std::to_string(max_positions_));
   for (const int32_t id : ids)
-    ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.value.rows(),
+    ANUVAD_CHECK_SHAPE(id >= 0 && id < weight.rows(),
                        weight.name + ": token id " + std::to_string(id) + " out of range");
-  const Index d = weight.value.cols();
+  const Index d = weight.cols();
   out.resize(static_cast<Index>(ids.size()), d);
   if (batch == 0) return;
   // PE is computed per position, not stored: a [max_positions, D] table would cost memory in
@@ -177,10 +179,22 @@ void Embedding::embed_rows(const TokenIds& ids, int batch, LengthOf length_of, O
     for (int b = 0; b < batch; ++b) {
       if (b == longest || length_of(b) <= t) continue;
       const Index r = offset_of(b) + t;
-      out.row(r) = weight.value.row(ids[size_t(r)]) * scale_of(r) + pe;
+      add_row(ids[size_t(r)], scale_of(r), pe.data(), out.row(r).data());
     }
-    pe = weight.value.row(ids[size_t(src_row)]) * scale_of(src_row) + pe;  // element-wise: no aliasing
+    add_row(ids[size_t(src_row)], scale_of(src_row), pe.data(), pe.data());
   }
+}
+
+void Embedding::add_row(int32_t id, Scalar scale, const Scalar* pe, Scalar* dst) const {
+  const Index d = weight.cols();
+  Eigen::Map<RowVec> out(dst, d);
+  const Eigen::Map<const RowVec> p(pe, d);
+  if (weight.bf16.empty()) {
+    out = weight.value.row(id) * scale + p;  // element-wise: dst may be pe
+    return;
+  }
+  const uint16_t* e = weight.bf16.row(id);
+  for (Index i = 0; i < d; ++i) dst[i] = static_cast<Scalar>(bf16_to_float(e[i])) * scale + pe[i];
 }
 
 void Embedding::forward(const TokenIds& ids, int batch, int len, int first_position,

@@ -36,7 +36,7 @@ void ParamRegistry::zero_grad() {
 
 int64_t ParamRegistry::num_elements() const {
   int64_t n = 0;
-  for (const auto& p : params_) n += p.value.size();
+  for (const auto& p : params_) n += p.rows() * p.cols();
   return n;
 }
 

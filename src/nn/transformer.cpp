@@ -263,6 +263,31 @@ void Transformer::init_parameters(uint64_t seed) {
   }
 }
 
+std::vector<Param*> Transformer::step_weights() {
+  std::vector<Param*> w;
+  for (DecoderLayer& l : decoder_)
+    for (Linear* lin : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
+                        &l.self_attn.out_proj, &l.cross_attn.q_proj, &l.cross_attn.out_proj,
+                        &l.ffn.linear1, &l.ffn.linear2})
+      w.push_back(&lin->weight);
+  w.push_back(out_weight_);
+  return w;
+}
+
+void Transformer::set_compute_type(ComputeType type) {
+  if (type == compute_type_) return;
+  for (Param* p : step_weights()) {
+    if (type == ComputeType::kBfloat16) {
+      p->bf16 = to_bf16(p->value);
+      p->value = Mat();  // freed: the heap block is reused by the next (smaller) bf16 copy
+    } else {
+      p->value = from_bf16(p->bf16);
+      p->bf16 = Bf16Matrix();
+    }
+  }
+  compute_type_ = type;
+}
+
 void Transformer::encode(const TokenIds& src, const Packing& src_rows, const DropoutContext& dctx,
                          ForwardCache& cache) const {
   cache.enc_x.resize(encoder_.size() + 1);
@@ -295,8 +320,9 @@ void Transformer::encode(const TokenIds& src, const Packing& src_rows, const Dro
 }
 
 void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const {
-  ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->value.rows(),
+  ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->rows(),
                      "output_projection: logits must be [N, V]");
+  if (!out_weight_->bf16.empty()) return bf16_affine(h, out_weight_->bf16, out_bias_->value, logits);
   affine_into(h, out_weight_->value, out_bias_->value, logits);
 }
 
@@ -322,7 +348,7 @@ void Transformer::decoder_forward(const TokenIds& tgt_in, const Packing& tgt_row
   } else {
     cache.dec_out = cache.dec_x.back();
   }
-  logits.resize(cache.dec_out.rows(), out_weight_->value.rows());
+  logits.resize(cache.dec_out.rows(), out_weight_->rows());
   output_projection(cache.dec_out, logits);
 }
 
@@ -335,6 +361,7 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache,
                            const GradientsFinal& final) const {
   ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
+  ANUVAD_CHECK_SHAPE(compute_type_ == ComputeType::kFloat32, "backward: the model's weights are bfloat16");
   const auto done = [&final](size_t first) {
     if (final) final(first);
   };
@@ -438,7 +465,7 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
     ANUVAD_CHECK_SHAPE(id >= 0 && id < vocab,
                        "decode_step: token id " + std::to_string(id) + " out of range");
   const int H = cfg_.n_heads;
-  logits.resize(st.batch_size, out_weight_->value.rows());
+  logits.resize(st.batch_size, out_weight_->rows());
   for (size_t l = 0; l < decoder_.size(); ++l) {
     st.last_self_probs[l].resize(Index(st.batch_size) * H, st.length + 1);
     st.last_cross_probs[l].resize(Index(st.batch_size) * H, st.src_len);

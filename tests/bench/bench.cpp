@@ -6,7 +6,7 @@
 //   anuvad_bench --config tiny|small|base --mode MODE [--threads 2] [--repeats 3]
 //                [--steps N] [--warmup N] [--bs1-sentences N] [--seed 1234] [--norm post|pre]
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
-//                [--check 0|1] [--ceiling FILE] [--min-time S]
+//                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16]
 //
 // Modes (run each in its own process so that peak RSS, VmHWM of /proc/self/status, is its own):
 //   train                 forward + backward + Adam on batches of 32 random sentence pairs,
@@ -38,7 +38,9 @@
 // (untimed, after peak RSS is read) and report the token agreement; --check 0 skips that (for
 // profiling). Decoding modes: 64 random sources of 10–14 tokens (EOS included); batch 1 decodes the first
 // --bs1-sentences of them (tiny/small 64, base 16, as torch_ref). tokens/s = generated tokens /
-// wall time, encoder included. Model: post-norm, dropout 0.1 on embeddings, residual branches,
+// wall time, encoder included. --compute-type bfloat16 (decoding modes): the decoder's step
+// weights and output projection rounded to bfloat16 after initialisation, as `anuvad translate
+// --compute-type bfloat16` (Transformer::set_compute_type). Model: post-norm, dropout 0.1 on embeddings, residual branches,
 // attention weights and the FFN hidden layer (as nn.Transformer*Layer), untied generator.
 #include <omp.h>
 
@@ -56,6 +58,8 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/core/bf16.h"
+#include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/decode/translator.h"
@@ -84,6 +88,7 @@ struct Args {
   double clip_norm = 0, min_time = 0.02;
   std::vector<int> lengths{20, 40, 80, 100};
   std::string ceiling;  // JSON lines of a ceiling run, for the fractions of peak / best GEMM
+  ComputeType compute_type = ComputeType::kFloat32;  // decoding modes
 };
 
 [[noreturn]] void usage(const std::string& msg) {
@@ -91,7 +96,8 @@ struct Args {
             << "\nusage: anuvad_bench --config tiny|small|base --mode MODE [--threads N] "
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
-               "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S]\nmodes: train, "
+               "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S] "
+               "[--compute-type float32|bfloat16]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
   std::exit(2);
@@ -119,6 +125,13 @@ Args parse(int argc, char** argv) {
     else if (k == "--check") a.check = std::stoi(v) != 0;
     else if (k == "--ceiling") a.ceiling = v;
     else if (k == "--min-time") a.min_time = std::stod(v);
+    else if (k == "--compute-type") {
+      try {
+        a.compute_type = parse_compute_type(v);
+      } catch (const ConfigError& e) {
+        usage(e.what());
+      }
+    }
     else if (k == "--lengths") {
       a.lengths.clear();
       std::stringstream ss(v);
@@ -168,7 +181,7 @@ ModelConfig model_config(const BenchConfig& c, const Args& a, int max_positions)
 json param_counts(const Transformer& model) {
   int64_t emb = 0, enc = 0, dec = 0, gen = 0;
   for (const Param& p : model.params().params()) {
-    const int64_t n = p.value.size();
+    const int64_t n = p.rows() * p.cols();
     if (p.name.find("embed_tokens") != std::string::npos) emb += n;
     else if (p.name.rfind("encoder.", 0) == 0) enc += n;
     else if (p.name.rfind("decoder.", 0) == 0) dec += n;
@@ -186,6 +199,7 @@ json env_info(const Args& a) {
                         "." + std::to_string(EIGEN_MINOR_VERSION)},
           {"eigen_simd", Eigen::SimdInstructionSetsInUse()},
           {"gemm_backend", gemm_backend()}, {"blas_core", blas_core()},
+          {"bf16_kernel", bf16_kernel_name(Bf16Kernel::kAuto)},
           {"openblas_coretype_env", coretype ? json(coretype) : json()},  // forces a kernel
 #ifdef __VERSION__
           {"compiler", __VERSION__},
@@ -406,6 +420,7 @@ void bench_decode(const Args& a, const BenchConfig& c) {
   model.init_parameters(a.seed);
   const bool eos_suppressed = kind == "greedy_api" || kind == "beam4";
   if (eos_suppressed) suppress_eos(model);
+  model.set_compute_type(a.compute_type);
   const Sources sents = decode_sources(c, rng);
   const int n_sent = batch == 1 ? (a.bs1_sentences > 0 ? a.bs1_sentences : c.bs1_sentences)
                                 : kDecodeSentences;
@@ -463,7 +478,8 @@ void bench_decode(const Args& a, const BenchConfig& c) {
                {"beam_size", kind == "beam4" ? 4 : 1}, {"eos_suppressed", eos_suppressed},
                {"tokens_per_s", summarize(tps)}, {"ms_per_sentence", summarize(ms)},
                {"token_agreement_with_naive_b1", agree}, {"params", param_counts(model)},
-               {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before}};
+               {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before},
+               {"compute_type", compute_type_name(a.compute_type)}};
   if (kind != "beam4") {  // useful work of greedy decoding: the cached minimum, real lengths
     double useful = 0;
     for (int i = 0; i < n_sent; ++i) useful += decode_flops(c, int(sents[i].size()) + 1, kDecodeLen);
@@ -479,6 +495,7 @@ void bench_decode_length(const Args& a, const BenchConfig& c) {
   std::mt19937_64 rng(a.seed);
   Transformer model(model_config(c, a, std::max(512, max_len + 1)));
   model.init_parameters(a.seed);
+  model.set_compute_type(a.compute_type);
   const Sources sents = decode_sources(c, rng);
   const int n_sent = a.bs1_sentences > 0 ? a.bs1_sentences : 16;
   greedy_cached(model, Sources{sents[0]}, 3);  // warm-up
@@ -502,6 +519,7 @@ void bench_decode_length(const Args& a, const BenchConfig& c) {
       return std::round(1e6 * s / denom / (to - from)) / 1000;
     };
     emit(a, {{"mode", "decode_length"}, {"batch_size", 1}, {"sentences", n_sent},
+             {"compute_type", compute_type_name(a.compute_type)},
              {"tokens_per_sentence", n_tok}, {"repeats", a.repeats},
              {"tokens_per_s", summarize(tps)}, {"ms_per_token", summarize(ms_tok)},
              {"step_ms_first10", mean_ms(0, std::min(10, n_tok))},

@@ -10,12 +10,16 @@
 #   tests/bench/run_vs_ort.sh                          # tiny, small, base; 3 rounds
 #   tests/bench/run_vs_ort.sh --configs small,base --rounds 5
 #   tests/bench/run_vs_ort.sh --configs tiny --quick   # smoke test
+#   tests/bench/run_vs_ort.sh --configs small,base --compute-types float32,bfloat16
 #
 # Options:
 #   --out DIR        results folder (default $TMPDIR/anuvad-ort-<date>, or /tmp/...)
 #   --configs LIST   comma-separated subset of tiny,small,base (default all three)
 #   --rounds N       alternated rounds per config (default 3; 1 with --quick)
 #   --quick          one repeat per process, one round: a smoke test, not a measurement
+#   --compute-types LIST  anuvad's side once per compute type in each round (anuvad_bench
+#                    --compute-type; default float32; float32,bfloat16 adds a bfloat16 row, the
+#                    decoder weights rounded to bfloat16 as `anuvad translate --compute-type`)
 #   --install        apt-get install what is missing (python3-torch python3-numpy python3-onnx,
 #                    nodejs npm when there is no node / npm); otherwise the comparison is skipped
 #                    with a message (exit 0), as it is when ../shared/bench/ort is absent
@@ -36,13 +40,14 @@ repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 install=0 summary=1 rounds=""
+quick=0 install=0 summary=1 rounds="" compute_types=float32
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
     --out) OUT="$2"; shift 2 ;;
     --configs) configs="$2"; shift 2 ;;
     --rounds) rounds="$2"; shift 2 ;;
+    --compute-types) compute_types="$2"; shift 2 ;;
     --quick) quick=1; shift ;;
     --install) install=1; shift ;;
     --no-summary) summary=0; shift ;;
@@ -152,7 +157,9 @@ for c in "${config_list[@]}"; do
   for r in $(seq "$rounds"); do
     for m in b1 b64; do
       for g in $ORT_GRAPHS; do theirs "$c" "$m" "$g"; done
-      file=vs_ort ours "$c" "decode_cached_$m" --check 0
+      for ct in ${compute_types//,/ }; do
+        file=vs_ort ours "$c" "decode_cached_$m" --check 0 --compute-type "$ct"
+      done
     done
   done
 done

@@ -14,6 +14,7 @@
 #   tests/bench/run_vs_torch.sh --only-extras      # just the anuvad-only modes (~3 min)
 #   tests/bench/run_vs_torch.sh --configs tiny,small --quick
 #   tests/bench/run_vs_torch.sh --ort              # + ONNX Runtime (run_vs_ort.sh) in the same folder
+#   tests/bench/run_vs_torch.sh --ort --compute-types float32,bfloat16   # + anuvad's bfloat16 row vs ORT
 #
 # Options:
 #   --out DIR          results folder (default $TMPDIR/anuvad-bench-<date>, or /tmp/...)
@@ -27,6 +28,8 @@
 #   --no-torch         anuvad side only
 #   --ort              then run_vs_ort.sh on the same folder and configs: cached greedy decoding
 #                      against ONNX Runtime, alternated; one summary for both comparisons
+#   --compute-types L  with --ort: passed to run_vs_ort.sh (anuvad's side once per compute type,
+#                      e.g. float32,bfloat16; default float32)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:
@@ -48,7 +51,7 @@ repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 main=1 extras=0 torch_side=1 install=0 ort=0
+quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -59,6 +62,7 @@ while [ $# -gt 0 ]; do
     --only-extras) extras=1; main=0; shift ;;
     --no-torch) torch_side=0; shift ;;
     --ort) ort=1; shift ;;
+    --compute-types) compute_types="$2"; shift 2 ;;
     --install) install=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_vs_torch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
@@ -182,7 +186,7 @@ fi
 bench_note_load end
 echo "load at end: $(cat /proc/loadavg)" >> "$OUT/machine.txt"
 if [ "$ort" = 1 ]; then
-  ort_args=(--out "$OUT" --configs "$configs" --no-summary)
+  ort_args=(--out "$OUT" --configs "$configs" --no-summary --compute-types "$compute_types")
   [ "$quick" = 1 ] && ort_args+=(--quick)
   [ "$install" = 1 ] && ort_args+=(--install)
   BENCH="$BENCH" THREADS="$THREADS" "$here/run_vs_ort.sh" "${ort_args[@]}" || failed=$((failed + 1))

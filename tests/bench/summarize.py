@@ -248,6 +248,11 @@ def over_rounds(rows):
             xs[0], xs[-1]) if xs else None
 
 
+def compute_type(r):
+    """anuvad_bench's --compute-type of row r (rows written before the flag: float32)."""
+    return r.get("compute_type", "float32")
+
+
 def print_ort(ort, vs_ort, configs):
     if not ort and not vs_ort:
         return
@@ -257,14 +262,17 @@ def print_ort(ort, vs_ort, configs):
           "alternated rounds (min–max) of each process's median tokens/s; ORT's best graph per row "
           "(std = torch.onnx.export, fused = ORT's contrib attention/LayerNorm ops), `--no-spin`. "
           "'ORT tokens = torch' compares ORT's tokens with torch_ref's cached greedy decoding.\n")
-    print("| config | mode | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph | processes (anuvad / ORT) "
-          "| anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("anuvad's compute type: float32, or bfloat16 (`--compute-types float32,bfloat16`: decoder "
+          "weights rounded to bfloat16, activations float32), alternated within each round.\n")
+    print("| config | mode | anuvad compute type | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph "
+          "| processes (anuvad / ORT) | anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    types = sorted({compute_type(r) for r in vs_ort} or {"float32"}, key=lambda t: t != "float32")
     for c in configs:
-        for m in ("decode_cached_b1", "decode_cached_b64"):
-            a = [r for r in vs_ort if r["config"] == c and r["mode"] == m]
+        for m, ct in ((m, ct) for m in ("decode_cached_b1", "decode_cached_b64") for ct in types):
+            a = [r for r in vs_ort if r["config"] == c and r["mode"] == m and compute_type(r) == ct]
             b = [r for r in ort if r["config"] == c and r["mode"] == m]
-            if not a and not b:
+            if not a and (not b or ct != types[0]):
                 continue
             sa = over_rounds(a)
             per = {}
@@ -273,7 +281,7 @@ def print_ort(ort, vs_ort, configs):
             best = max(per.items(), key=lambda kv: kv[1][0]) if per else None
             agree = [x for r in b for x in (r.get("torch_cached_token_agreement") or []) if x is not None]
             rng = lambda s: f"{fmt(s[0])} ({fmt(s[1])}–{fmt(s[2])})" if s else "-"
-            print(f"| {c} | {m} | {rng(sa)} | {rng(best[1]) if best else '-'} "
+            print(f"| {c} | {m} | {ct} | {rng(sa)} | {rng(best[1]) if best else '-'} "
                   f"| {ratio(sa and sa[0], best and best[1][0])} "
                   f"| {', '.join(f'{v.split(chr(95))[0]} {fmt(x[0])}' for v, x in per.items()) or '-'} "
                   f"| {len(a)} / {len(b)} | {fmt(max((rss_of(r) for r in a), default=None))} "
@@ -462,7 +470,7 @@ def main():
     main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
     extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
     vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
-    o = index(vs_ort + extra_rows + main_rows)  # later rows win
+    o = index([r for r in vs_ort if compute_type(r) == "float32"] + extra_rows + main_rows)  # later rows win
     ox = index(main_rows + extra_rows)
     t = index(torch)
     configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))

@@ -45,7 +45,8 @@ void save_model(const std::string& path, const Transformer& model, const Tokeniz
                 const Tokenizer& tgt_tokenizer,
                 const std::map<std::string, std::string>& extra_metadata = {});
 
-/// The model as safetensors contents (what save_model writes).
+/// The model as safetensors contents (what save_model writes). Throws ConfigError for a model
+/// set to decode in bfloat16 (Transformer::set_compute_type).
 SafetensorsFile model_to_safetensors(const Transformer& model, const Tokenizer& src_tokenizer,
                                      const Tokenizer& tgt_tokenizer,
                                      const std::map<std::string, std::string>& extra_metadata = {});

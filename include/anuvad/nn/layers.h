@@ -31,7 +31,9 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
                      const Mat& w, Mat& dw, Mat& db, Mat& dx, bool accumulate);
 
 /// Fully connected layer y = x·Wᵀ + b (PyTorch nn.Linear). Parameters "<prefix>.weight"
-/// [out, in] and "<prefix>.bias" [out].
+/// [out, in] and "<prefix>.bias" [out]. When the weight is held in bfloat16 (Param::bf16, set for
+/// decoding by Transformer::set_compute_type), forward runs bf16_affine (core/bf16.h); backward
+/// then throws ShapeError (training stays float32).
 class Linear {
  public:
   Linear(ParamRegistry& reg, const std::string& prefix, Index in_features, Index out_features);
@@ -98,7 +100,8 @@ class FeedForward {
 
 /// Token embedding scaled by √D plus sinusoidal positions (Vaswani et al. 2017 §3.4, §3.5):
 /// out[r] = E[id_r]·√D + PE[pos_r], PE[p, 2i] = sin(p/10000^(2i/D)), PE[p, 2i+1] = cos(...).
-/// Parameter "<prefix>.weight" [V, D].
+/// Parameter "<prefix>.weight" [V, D]; its rows are read from Param::bf16 when the weight is
+/// held in bfloat16 (a tied output projection, Transformer::set_compute_type).
 class Embedding {
  public:
   Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size, Index d_model,
@@ -116,10 +119,12 @@ class Embedding {
   void forward(const TokenIds& ids, const Packing& rows, Mat& out, const Mat& word_drop = Mat()) const;
   /// Adds dE[id_r] += dout[r]·√D·m_r for every row r (m_r = word_drop(r), or 1 when it is empty).
   void backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids, const Mat& word_drop = Mat()) const;
-  Index vocab_size() const { return weight.value.rows(); }
+  Index vocab_size() const { return weight.rows(); }
   Param& weight;
 
  private:
+  /// dst [D] = E[id]·scale + pe (dst may be pe itself), E read in float32 or bfloat16.
+  void add_row(int32_t id, Scalar scale, const Scalar* pe, Scalar* dst) const;
   /// The rows of B sequences, sequence b of length_of(b) at row offset_of(b), positions
   /// first_position.., the longest sequence `longest` of `max_len` tokens; row r's embedding
   /// scaled by word_drop[r] too when word_drop is not null.

@@ -1,0 +1,88 @@
+// bfloat16 weight storage and the product that reads it (issue #15): a decoding step of one
+// sentence reads every decoder and output-projection weight once and is bound by memory
+// bandwidth, so storing those weights as bfloat16 (the upper 16 bits of a float32: sign, 8-bit
+// exponent, 7 stored mantissa bits) halves the bytes a step reads. Activations and sums stay
+// float32: each weight is widened exactly (zero-extended and shifted left by 16 bits) and
+// multiplied-added in float32, as CTranslate2's compute_type "bfloat16" does on CPUs without
+// bf16 dot-product units. Only the rounding of the weights to 8-bit mantissas changes results.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "anuvad/core/tensor.h"
+
+namespace anuvad {
+
+/// Precision in which translation reads its decoder weights (CTranslate2's compute_type).
+/// Training always runs in float32.
+enum class ComputeType { kFloat32, kBfloat16 };
+
+/// "float32" or "bfloat16" → the ComputeType. Throws ConfigError naming the value otherwise.
+ComputeType parse_compute_type(const std::string& name);
+/// The name parse_compute_type accepts: "float32" or "bfloat16".
+std::string compute_type_name(ComputeType type);
+
+/// x rounded to bfloat16, round-to-nearest-even on the 16 dropped bits (as torch's and
+/// CTranslate2's conversions): the upper 16 bits of the rounded float32. ±Inf stays ±Inf,
+/// NaN stays NaN (quieted, sign kept), values past the largest bfloat16 round to ±Inf.
+uint16_t float_to_bf16(float x);
+/// The float32 with `h` as its upper 16 bits (exact: every bfloat16 is a float32).
+inline float bf16_to_float(uint16_t h) {
+  const uint32_t bits = uint32_t(h) << 16;
+  float f;
+  static_assert(sizeof f == sizeof bits);
+  __builtin_memcpy(&f, &bits, sizeof f);
+  return f;
+}
+
+/// A row-major [rows, cols] matrix of bfloat16 values (uint16 upper halves of float32):
+/// Linear weights [out, in], as Mat holds them in float32.
+struct Bf16Matrix {
+  Index rows = 0;
+  Index cols = 0;
+  /// rows·cols values, row r at r·cols; 64-byte aligned (a 512-bit load of a row whose length
+  /// is a multiple of 32 never straddles two cache lines)
+  std::vector<uint16_t, Eigen::aligned_allocator<uint16_t>> data;
+  bool empty() const { return data.empty(); }
+  const uint16_t* row(Index r) const { return data.data() + r * cols; }
+};
+
+/// w [rows, cols] rounded element-wise with float_to_bf16. Never throws (but bad_alloc).
+Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w);
+/// The float32 values of w [rows, cols] (exact widening).
+Mat from_bf16(const Bf16Matrix& w);
+
+/// The code paths of bf16_affine: kAuto picks the widest one compiled (AVX-512F, then AVX2 with
+/// FMA, then scalar C++); the others are for tests and benchmarks.
+enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512 };
+/// The paths compiled into this build (kScalar always; kAvx2 under __AVX2__ and __FMA__;
+/// kAvx512 under __AVX512F__), narrowest first.
+std::vector<Bf16Kernel> bf16_kernels_compiled();
+/// "avx512", "avx2" or "scalar"; kAuto names the path it picks.
+std::string bf16_kernel_name(Bf16Kernel kernel);
+
+/// Multiply-adds (m·n·k) from which bf16_affine, called outside a parallel region, splits its
+/// output columns across the OpenMP threads (a fork/join costs a few µs; one decoder
+/// projection of d_model 256 at one row is 65,536).
+inline constexpr double kBf16SplitMinMultiplyAdds = 32768.0;
+
+/// y = x·Wᵀ + b with bfloat16 weights: x [m, k] float32 activations, w [n, k] (a Linear weight
+/// [out, in]), bias [1, n] (or empty: no bias), y [m, n] overwritten; x and y row-major blocks
+/// with unit inner stride (rows of larger matrices are fine). Each output is a float32 sum over
+/// k of x·widen(w), in the same order for every m, thread count and code path of a build's
+/// vector width (AVX-512: 16 partial sums; AVX2: 8; scalar: 1), so a row's result does not
+/// depend on the other rows. Called outside a parallel region with at least
+/// kBf16SplitMinMultiplyAdds multiply-adds, the output columns are split across
+/// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme); inside one of
+/// anuvad's parallel regions it runs on the calling thread. Used for every row count (so a
+/// row's result never depends on its batch): on the base decoder's products, one thread, it
+/// made 16 GMAC/s at 1 row (float32 Eigen GEMV: 7.4), 21 at 4 rows, and 50 at 32 rows (a
+/// thread's share of batch 64), against 43 for float32 OpenBLAS and 29 for widening 128-column
+/// blocks of W to float32 for OpenBLAS (tests/bench/README.md, "bfloat16 weights"). Throws
+/// ShapeError on a size mismatch, ConfigError for a kernel not compiled into this build.
+void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias,
+                 Eigen::Ref<Mat> y, Bf16Kernel kernel = Bf16Kernel::kAuto);
+
+}  // namespace anuvad

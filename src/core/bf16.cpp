@@ -1,0 +1,315 @@
+// bfloat16 rounding and the small-row product x·Wᵀ on bfloat16 weights (see
+// include/anuvad/core/bf16.h). One tile template serves the three code paths; a path is a
+// traits struct saying how wide a vector is and how to load, widen, multiply-add and sum it.
+#include "anuvad/core/bf16.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "anuvad/core/error.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
+// masked builtins (unpack, shuffle, extract), which -Wuninitialized reports at every inlined use.
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace anuvad {
+
+ComputeType parse_compute_type(const std::string& name) {
+  if (name == "float32") return ComputeType::kFloat32;
+  if (name == "bfloat16") return ComputeType::kBfloat16;
+  throw ConfigError("compute type '" + name + "' is not float32 or bfloat16");
+}
+
+std::string compute_type_name(ComputeType type) {
+  return type == ComputeType::kBfloat16 ? "bfloat16" : "float32";
+}
+
+uint16_t float_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN, quieted
+  u += 0x7fffu + ((u >> 16) & 1u);  // round half to even on the dropped 16 bits
+  return uint16_t(u >> 16);
+}
+
+Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w) {
+  Bf16Matrix out{w.rows(), w.cols(), {}};
+  out.data.resize(size_t(w.rows() * w.cols()));
+  for (Index r = 0; r < w.rows(); ++r)
+    for (Index c = 0; c < w.cols(); ++c)
+      out.data[size_t(r * w.cols() + c)] = float_to_bf16(static_cast<float>(w(r, c)));
+  return out;
+}
+
+Mat from_bf16(const Bf16Matrix& w) {
+  Mat out(w.rows, w.cols);
+  for (Index i = 0; i < out.size(); ++i) out.data()[i] = static_cast<Scalar>(bf16_to_float(w.data[size_t(i)]));
+  return out;
+}
+
+namespace {
+
+// A path multiplies-adds kWidth lanes at a time and reads the weights 2·kWidth at a time: one
+// load of 2·kWidth bfloat16 values holds, in each 32-bit lane j, weights 2j (low half) and
+// 2j + 1 (high half), widened with one shift and one mask to the vectors `even` and `odd`
+// (instead of a zero-extension and a shift per kWidth weights). The activations are reordered
+// to match once per call (interleave_rows), so the tile loads them as they are.
+
+/// c + a·b rounded once where the target has FMA (explicitly: the compiler's contraction of
+/// a·b + c could differ between two instantiations of the tile, and then a row's result with
+/// the tile size), else rounded twice (nothing to contract into).
+inline float madd(float a, float b, float c) {
+#ifdef __FMA__
+  return std::fma(a, b, c);
+#else
+  return a * b + c;
+#endif
+}
+
+/// One lane: the reference order, a left-to-right sum over k.
+struct ScalarPath {
+  static constexpr int kWidth = 1, kMaxRows = 4;
+  using V = float;
+  static V zero() { return 0.0f; }
+  static V load(const float* p) { return *p; }
+  static void widen(const uint16_t* p, V& even, V& odd) {
+    even = bf16_to_float(p[0]);
+    odd = bf16_to_float(p[1]);
+  }
+  static V fma(V a, V b, V c) { return madd(a, b, c); }
+  static void sum4(const V* v, float* out) {
+    for (int c = 0; c < 4; ++c) out[c] = v[c];
+  }
+};
+
+#if defined(__AVX2__) && defined(__FMA__)
+/// 8 lanes; 2 rows × 4 columns of accumulators (+ 4 x, 2 w) fit the 16 ymm registers.
+struct Avx2Path {
+  static constexpr int kWidth = 8, kMaxRows = 2;
+  using V = __m256;
+  static V zero() { return _mm256_setzero_ps(); }
+  static V load(const float* p) { return _mm256_loadu_ps(p); }
+  static void widen(const uint16_t* p, V& even, V& odd) {
+    const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(h, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(h, _mm256_set1_epi32(int(0xffff0000u))));
+  }
+  static V fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
+  static void sum4(const V* v, float* out) {  // lanes 0-3 of the result: Σ v[0] .. Σ v[3]
+    const V ab = _mm256_add_ps(_mm256_unpacklo_ps(v[0], v[1]), _mm256_unpackhi_ps(v[0], v[1]));
+    const V cd = _mm256_add_ps(_mm256_unpacklo_ps(v[2], v[3]), _mm256_unpackhi_ps(v[2], v[3]));
+    const V abcd = _mm256_add_ps(
+        _mm256_castpd_ps(_mm256_unpacklo_pd(_mm256_castps_pd(ab), _mm256_castps_pd(cd))),
+        _mm256_castpd_ps(_mm256_unpackhi_pd(_mm256_castps_pd(ab), _mm256_castps_pd(cd))));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
+  }
+};
+#endif
+
+#ifdef __AVX512F__
+/// 16 lanes; 4 rows × 4 columns of accumulators (+ 8 x, 2 w) in the 32 zmm registers.
+struct Avx512Path {
+  static constexpr int kWidth = 16, kMaxRows = 4;
+  using V = __m512;
+  static V zero() { return _mm512_setzero_ps(); }
+  static V load(const float* p) { return _mm512_loadu_ps(p); }
+  static void widen(const uint16_t* p, V& even, V& odd) {
+    const __m512i h = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(h, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(h, _mm512_set1_epi32(int(0xffff0000u))));
+  }
+  static V fma(V a, V b, V c) { return _mm512_fmadd_ps(a, b, c); }
+  static void sum4(const V* v, float* out) {  // each 128-bit lane: partial sums of v[0..3]
+    const V ab = _mm512_add_ps(_mm512_unpacklo_ps(v[0], v[1]), _mm512_unpackhi_ps(v[0], v[1]));
+    const V cd = _mm512_add_ps(_mm512_unpacklo_ps(v[2], v[3]), _mm512_unpackhi_ps(v[2], v[3]));
+    const V abcd = _mm512_add_ps(
+        _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))),
+        _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(ab), _mm512_castps_pd(cd))));
+    alignas(64) float t[16];
+    _mm512_store_ps(t, abcd);
+    _mm_storeu_ps(out, _mm_add_ps(_mm_add_ps(_mm_load_ps(t), _mm_load_ps(t + 4)),
+                                  _mm_add_ps(_mm_load_ps(t + 8), _mm_load_ps(t + 12))));
+  }
+};
+#endif
+
+using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
+
+/// out [m, k] = the rows of x [m, k] (stride ldx) with each block of 2·width values reordered
+/// as its even-indexed then its odd-indexed values; the k mod 2·width tail as it is.
+void interleave_rows(const float* x, Index ldx, Index m, Index k, Index width, AlignedFloats& out) {
+  out.resize(size_t(m * k));
+  const Index k_main = k - k % (2 * width);
+  for (Index r = 0; r < m; ++r) {
+    const float* src = x + r * ldx;
+    float* dst = out.data() + r * k;
+    for (Index i = 0; i < k_main; i += 2 * width)
+      for (Index j = 0; j < width; ++j) {
+        dst[i + j] = src[i + 2 * j];
+        dst[i + width + j] = src[i + 2 * j + 1];
+      }
+    for (Index i = k_main; i < k; ++i) dst[i] = src[i];
+  }
+}
+
+/// y[r, c] += Σ_i x[r, i]·w[c, i] for R rows of x (interleaved, stride k) and C rows of w
+/// (stride k): kWidth partial sums per output over the whole 2·kWidth blocks of k (the even then
+/// the odd weights of each block), summed by P::sum4, then the k mod 2·kWidth tail in order.
+template <class P, int R, int C>
+void tile(const float* x, const uint16_t* w, Index k, float* y, Index ldy) {
+  using V = typename P::V;
+  constexpr Index kBlock = 2 * P::kWidth;
+  V acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = P::zero();
+  const Index k_main = k - k % kBlock;
+  for (Index i = 0; i < k_main; i += kBlock) {
+    V xe[R], xo[R];
+    for (int r = 0; r < R; ++r) {
+      xe[r] = P::load(x + r * k + i);
+      xo[r] = P::load(x + r * k + i + P::kWidth);
+    }
+    for (int c = 0; c < C; ++c) {
+      // One 64-byte line of each weight row per block (AVX-512): fetch the same line of the next
+      // tile's rows, one tile ahead (a prefetch past the end of W is harmless).
+      if constexpr (P::kWidth >= 8) __builtin_prefetch(w + (C + c) * k + i);
+      V we, wo;
+      P::widen(w + c * k + i, we, wo);
+      for (int r = 0; r < R; ++r) acc[r][c] = P::fma(xo[r], wo, P::fma(xe[r], we, acc[r][c]));
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float s[4];
+    if constexpr (C == 4) {
+      P::sum4(acc[r], s);
+    } else {  // the same order as in a tile of 4 columns
+      for (int c = 0; c < C; ++c) {
+        const V same[4] = {acc[r][c], acc[r][c], acc[r][c], acc[r][c]};
+        float t[4];
+        P::sum4(same, t);
+        s[c] = t[0];
+      }
+    }
+    for (int c = 0; c < C; ++c) {
+      for (Index i = k_main; i < k; ++i) s[c] = madd(x[r * k + i], bf16_to_float(w[c * k + i]), s[c]);
+      y[r * ldy + c] += s[c];
+    }
+  }
+}
+
+/// `n_rows` rows of x against C rows of w, in tiles of R rows, the remainder in smaller tiles.
+template <class P, int R, int C>
+void row_tiles(const float* x, Index n_rows, const uint16_t* w, Index k, float* y, Index ldy) {
+  Index r = 0;
+  for (; r + R <= n_rows; r += R) tile<P, R, C>(x + r * k, w, k, y + r * ldy, ldy);
+  if constexpr (R > 1)
+    if (r < n_rows) row_tiles<P, R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
+}
+
+/// Output columns c0..c1 of m rows of x (interleaved, stride k), in blocks of 32 rows (reread
+/// from L2 across the column tiles) and tiles of 4 columns (their weight rows stay in L1 across
+/// the row tiles).
+template <class P>
+void columns(const float* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
+  constexpr Index kRowBlock = 32;
+  const Index k = w.cols;
+  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
+    const Index rows = std::min(kRowBlock, m - r0);
+    const float* xb = x + r0 * k;
+    float* yb = y + r0 * ldy;
+    Index c = c0;
+    for (; c + 4 <= c1; c += 4) row_tiles<P, P::kMaxRows, 4>(xb, rows, w.row(c), k, yb + c, ldy);
+    for (; c < c1; ++c) row_tiles<P, P::kMaxRows, 1>(xb, rows, w.row(c), k, yb + c, ldy);
+  }
+}
+
+Bf16Kernel resolve(Bf16Kernel kernel) {
+  if (kernel != Bf16Kernel::kAuto) {
+    for (Bf16Kernel k : bf16_kernels_compiled())
+      if (k == kernel) return kernel;
+    throw ConfigError("bf16 kernel " + bf16_kernel_name(kernel) + " is not compiled into this build");
+  }
+  return bf16_kernels_compiled().back();
+}
+
+/// y [m, n] += x [m, k]·Wᵀ with the path `kernel` (resolved): the activations interleaved once,
+/// then the output columns split across the threads when the call is large enough (outside a
+/// parallel region).
+[[maybe_unused]] void multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y,
+                               Index ldy, Bf16Kernel kernel) {
+  const Index width = kernel == Bf16Kernel::kAvx512 ? 16 : kernel == Bf16Kernel::kAvx2 ? 8 : 1;
+  thread_local AlignedFloats interleaved;  // reused: a decoding step allocates nothing
+  interleave_rows(x, ldx, m, w.cols, width, interleaved);
+  const float* xi = interleaved.data();
+  const auto run = [&](Index c0, Index c1) {
+    switch (kernel) {
+#ifdef __AVX512F__
+      case Bf16Kernel::kAvx512: return columns<Avx512Path>(xi, m, w, y, ldy, c0, c1);
+#endif
+#if defined(__AVX2__) && defined(__FMA__)
+      case Bf16Kernel::kAvx2: return columns<Avx2Path>(xi, m, w, y, ldy, c0, c1);
+#endif
+      default: return columns<ScalarPath>(xi, m, w, y, ldy, c0, c1);
+    }
+  };
+  const Index n = w.rows;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || double(m) * double(n) * double(w.cols) < kBf16SplitMinMultiplyAdds) return run(0, n);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const Index c0 = n * t / nt / 4 * 4, c1 = t + 1 == nt ? n : n * (t + 1) / nt / 4 * 4;
+    if (c1 > c0) run(c0, c1);
+  }
+}
+
+/// The same in double precision (the gradient-check build compiles this file with Scalar =
+/// double; it never decodes in bfloat16, but the library must link): a plain sum.
+[[maybe_unused]] void multiply(const double* x, Index ldx, Index m, const Bf16Matrix& w, double* y,
+                               Index ldy, Bf16Kernel) {
+  for (Index r = 0; r < m; ++r)
+    for (Index c = 0; c < w.rows; ++c)
+      for (Index i = 0; i < w.cols; ++i) y[r * ldy + c] += x[r * ldx + i] * bf16_to_float(w.row(c)[i]);
+}
+
+}  // namespace
+
+std::vector<Bf16Kernel> bf16_kernels_compiled() {
+  std::vector<Bf16Kernel> k{Bf16Kernel::kScalar};
+#if defined(__AVX2__) && defined(__FMA__)
+  k.push_back(Bf16Kernel::kAvx2);
+#endif
+#ifdef __AVX512F__
+  k.push_back(Bf16Kernel::kAvx512);
+#endif
+  return k;
+}
+
+std::string bf16_kernel_name(Bf16Kernel kernel) {
+  switch (kernel) {
+    case Bf16Kernel::kAvx512: return "avx512";
+    case Bf16Kernel::kAvx2: return "avx2";
+    case Bf16Kernel::kScalar: return "scalar";
+    default: return bf16_kernel_name(bf16_kernels_compiled().back());
+  }
+}
+
+void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias,
+                 Eigen::Ref<Mat> y, Bf16Kernel kernel) {
+  const Index m = x.rows(), n = w.rows, k = w.cols;
+  ANUVAD_CHECK_SHAPE(x.cols() == k && y.rows() == m && y.cols() == n &&
+                         (bias.size() == 0 || (bias.rows() == 1 && bias.cols() == n)),
+                     "bf16_affine: [" + std::to_string(m) + "x" + std::to_string(x.cols()) +
+                         "]·[" + std::to_string(n) + "x" + std::to_string(k) + "]ᵀ into [" +
+                         std::to_string(y.rows()) + "x" + std::to_string(y.cols()) + "]");
+  kernel = resolve(kernel);
+  if (m == 0 || n == 0) return;
+  if (bias.size() > 0) y.rowwise() = bias.row(0); else y.setZero();
+  multiply(x.data(), x.outerStride(), m, w, y.data(), y.outerStride(), kernel);
+}
+
+}  // namespace anuvad
