@@ -189,7 +189,7 @@ add_test(NAME cli.evaluate_tiny_json
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.evaluate_tiny_json PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model
-  PASS_REGULAR_EXPRESSION "^\\{\"beam_size\":3,\"bleu\":\\{[^\n]*\"signature\":\"nrefs:1\\|case:mixed\\|eff:no\\|tok:13a\\|smooth:exp\\|version:anuvad-1\"[^\n]*\"chrf\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:0[^\"]*\"\\},\"chrf\\+\\+\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:2[^\"]*\"\\},\"exact_match\":\\{\"count\":[0-9]+,\"percent\":[-0-9.e]+\\}[^\n]*\"sentences\":20,[^\n]*\\}\n$"
+  PASS_REGULAR_EXPRESSION "^\\{\"beam_size\":3,\"bleu\":\\{[^\n]*\"signature\":\"nrefs:1\\|case:mixed\\|eff:no\\|tok:13a\\|smooth:exp\\|version:anuvad-1\"[^\n]*\"chrf\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:0[^\"]*\"\\},\"chrf\\+\\+\":\\{\"score\":[-0-9.e]+,\"signature\":\"[^\"]*nw:2[^\"]*\"\\},\"compute_type\":\"float32\",\"exact_match\":\\{\"count\":[0-9]+,\"percent\":[-0-9.e]+\\}[^\n]*\"sentences\":20,[^\n]*\\}\n$"
   FAIL_REGULAR_EXPRESSION "${ANUVAD_CLI_CRASH}"
   LABELS cli
   TIMEOUT 20)

@@ -16,6 +16,7 @@
 #include "anuvad/decode/alignment.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/translator.h"
+#include "anuvad/core/bf16.h"
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/io/model_file.h"
@@ -316,6 +317,10 @@ LoadedModels load_models(const ModelOptions& o) {
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--compute-type: ") + e.what());
   }
+  if (compute_type == ComputeType::kBfloat16 && bf16_kernel_name(Bf16Kernel::kAuto) == "scalar")
+    spdlog::warn("--compute-type bfloat16: this build has no AVX2 or AVX-512 bfloat16 kernel (a "
+                 "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
+                 "than float32");
   std::vector<TranslationModel> models;
   std::vector<const Transformer*> nets;
   for (const std::string& path : paths) {

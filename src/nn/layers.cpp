@@ -57,6 +57,7 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
 
 void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
                       bool accumulate) const {
+  ANUVAD_CHECK_SHAPE(weight.bf16.empty(), weight.name + ": backward on bfloat16 weights");
   affine_backward(dy, x, weight.value, weight.grad_acc(), bias.grad_acc(), dx, accumulate);
 }
 
@@ -222,6 +223,7 @@ void Embedding::forward(const TokenIds& ids, const Packing& rows, Mat& out, cons
 
 void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids, const Mat& word_drop) const {
   // forward: out[r] = E[id_r]·√D·m_r + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D·m_r
+  ANUVAD_CHECK_SHAPE(weight.bf16.empty(), weight.name + ": backward on bfloat16 weights");
   Mat& grad = weight.grad_acc();
   if (word_drop.size() == 0) {
     for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;

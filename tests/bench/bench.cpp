@@ -142,6 +142,9 @@ Args parse(int argc, char** argv) {
   if (!kConfigs.count(a.config)) usage("unknown config " + a.config);
   if (a.norm != "post" && a.norm != "pre") usage("--norm must be post or pre");
   if (a.repeats < 1) usage("--repeats must be at least 1");
+  if (a.compute_type != ComputeType::kFloat32 &&
+      (a.mode == "train" || a.mode == "scale_train" || a.mode == "scale_decode" || a.mode == "ceiling"))
+    usage("--compute-type applies to the decoding modes only, not " + a.mode);
   return a;
 }
 

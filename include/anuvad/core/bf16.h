@@ -26,7 +26,8 @@ std::string compute_type_name(ComputeType type);
 
 /// x rounded to bfloat16, round-to-nearest-even on the 16 dropped bits (as torch's and
 /// CTranslate2's conversions): the upper 16 bits of the rounded float32. ±Inf stays ±Inf,
-/// NaN stays NaN (quieted, sign kept), values past the largest bfloat16 round to ±Inf.
+/// NaN stays NaN (quieted, sign kept), values from halfway between the largest
+/// finite bfloat16 and the next power of two up round to ±Inf (as every rounding to nearest).
 uint16_t float_to_bf16(float x);
 /// The float32 with `h` as its upper 16 bits (exact: every bfloat16 is a float32).
 inline float bf16_to_float(uint16_t h) {
@@ -42,8 +43,9 @@ inline float bf16_to_float(uint16_t h) {
 struct Bf16Matrix {
   Index rows = 0;
   Index cols = 0;
-  /// rows·cols values, row r at r·cols; 64-byte aligned (a 512-bit load of a row whose length
-  /// is a multiple of 32 never straddles two cache lines)
+  /// rows·cols values, row r at r·cols; aligned to EIGEN_MAX_ALIGN_BYTES (64 in an AVX-512
+  /// build: a 512-bit load of a row whose length is a multiple of 32 never straddles two cache
+  /// lines; the kernels load unaligned, so correctness never depends on it)
   std::vector<uint16_t, Eigen::aligned_allocator<uint16_t>> data;
   bool empty() const { return data.empty(); }
   const uint16_t* row(Index r) const { return data.data() + r * cols; }

@@ -191,7 +191,8 @@ class Transformer {
   /// K/V projections (applied once per sentence to `memory`), biases, LayerNorms and an untied
   /// target embedding stay float32. kFloat32 widens them back (the rounded values stay rounded).
   /// For translation and scoring only: backward then throws ShapeError and a bfloat16 model
-  /// cannot be saved. Never throws itself.
+  /// cannot be saved. Throws nothing itself but bad_alloc (then some weights may be converted
+  /// and others not: discard the model).
   void set_compute_type(ComputeType type);
   ComputeType compute_type() const { return compute_type_; }
 
