@@ -15,6 +15,7 @@
 #include "anuvad/core/error.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/io/model_file.h"
+#include "anuvad/nn/layers.h"
 #include "anuvad/text/corpus.h"
 
 using namespace anuvad;
@@ -199,4 +200,24 @@ TEST_CASE("set_compute_type holds the step weights in bfloat16 only and refuses 
   t.set_compute_type(ComputeType::kFloat32);
   CHECK(q->bf16.empty());
   CHECK(q->value == from_bf16(rounded));
+}
+
+TEST_CASE("Backward passes refuse bfloat16 weights instead of writing past an empty gradient", "[bf16]") {
+  std::mt19937_64 rng(5);
+  ParamRegistry reg;
+  Linear lin(reg, "lin", 8, 4);
+  Embedding emb(reg, "emb", 10, 8, 16);
+  for (Param* p : {&lin.weight, &emb.weight}) {
+    p->value = random_mat(p->value.rows(), p->value.cols(), rng);
+    p->bf16 = to_bf16(p->value);
+    p->value = Mat();  // as Transformer::set_compute_type leaves them
+  }
+  const Mat x = random_mat(3, 8, rng), dy = random_mat(3, 4, rng);
+  Mat y, dx;
+  lin.forward(x, y);  // forward runs on the bfloat16 weights
+  CHECK(y.rows() == 3);
+  CHECK(y.cols() == 4);
+  CHECK_THROWS_AS(lin.backward(dy, x, dx, false), ShapeError);
+  const TokenIds ids{1, 2, 3};
+  CHECK_THROWS_AS(emb.backward(random_mat(3, 8, rng), ids), ShapeError);
 }
