@@ -71,11 +71,14 @@ TEST_CASE("bf16_affine equals a float32 product of the rounded weights on every 
         const Mat x = random_mat(m, k, rng), bias = random_mat(1, n, rng);
         const Bf16Matrix w = to_bf16(random_mat(n, k, rng));
         const Mat wf = from_bf16(w);
+        // The dot-product path multiplies the activations rounded to bfloat16 (exact products:
+        // 8 × 8 significant bits fit a float32); the others the activations as they are.
+        const Mat xr = kernel == Bf16Kernel::kAvx512Bf16 ? from_bf16(to_bf16(x)) : x;
         // Reference in double; float32 summation of k terms in any order is within
         // k·2^-24·Σ|x·w| of it (Higham's bound, with the tree sums of the vector paths).
-        const Eigen::MatrixXd ref = (x.cast<double>() * wf.cast<double>().transpose()).rowwise() +
+        const Eigen::MatrixXd ref = (xr.cast<double>() * wf.cast<double>().transpose()).rowwise() +
                                     bias.cast<double>().row(0);
-        const Eigen::MatrixXd mag = x.cast<double>().cwiseAbs() * wf.cast<double>().cwiseAbs().transpose();
+        const Eigen::MatrixXd mag = xr.cast<double>().cwiseAbs() * wf.cast<double>().cwiseAbs().transpose();
         Mat y(m, n);
         bf16_affine(x, w, bias, y, kernel);
         INFO("path " << bf16_kernel_name(kernel) << ", m " << m << ", n " << n << ", k " << k);
@@ -92,6 +95,20 @@ TEST_CASE("bf16_affine equals a float32 product of the rounded weights on every 
         REQUIRE((y0.rowwise() + bias.row(0) - y).cwiseAbs().maxCoeff() <= 1e-5f * (1.0f + y.cwiseAbs().maxCoeff()));
       }
     }
+  }
+}
+
+TEST_CASE("bf16_affine: more rows than one pass takes give each row its own result", "[bf16]") {
+  std::mt19937_64 rng(9);
+  const Index m = 2 * kBf16MaxRowsPerCall + 3;  // two full passes and a short one
+  const Mat x = random_mat(m, 40, rng), bias = random_mat(1, 21, rng);
+  const Bf16Matrix w = to_bf16(random_mat(21, 40, rng));
+  Mat y(m, 21), row(1, 21);
+  bf16_affine(x, w, bias, y);
+  for (const Index r : {Index(0), kBf16MaxRowsPerCall - 1, kBf16MaxRowsPerCall, m - 1}) {
+    bf16_affine(x.row(r), w, bias, row);
+    INFO("row " << r);
+    REQUIRE(row == y.row(r));
   }
 }
 

@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 
@@ -227,7 +228,73 @@ void columns(const float* x, Index m, const Bf16Matrix& w, float* y, Index ldy, 
   }
 }
 
+#ifdef __AVX512BF16__
+/// The AVX-512 BF16 path: activations rounded to bfloat16 too (x_bf16 [m, k], row-major, as
+/// float_to_bf16 rounds), then one VDPBF16PS per 32 multiply-adds (each 32-bit lane adds the
+/// products of its pair of bfloat16 values in float32). Tile of R rows × C columns of y:
+/// 16 lane sums per output over the whole 32-value blocks of k, summed as Avx512Path::sum4
+/// does, then the k mod 32 tail in order.
+template <int R, int C>
+void dot_tile(const uint16_t* x, const uint16_t* w, Index k, float* y, Index ldy) {
+  __m512 acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+  const Index k_main = k - k % 32;
+  for (Index i = 0; i < k_main; i += 32) {
+    __m512i xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(x + r * k + i);
+    for (int c = 0; c < C; ++c) {
+      __builtin_prefetch(w + (C + c) * k + i);  // the next tile's line, as tile() does
+      const __m512bh wv = (__m512bh)_mm512_loadu_si512(w + c * k + i);
+      for (int r = 0; r < R; ++r) acc[r][c] = _mm512_dpbf16_ps(acc[r][c], (__m512bh)xv[r], wv);
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    float s[4];
+    if constexpr (C == 4) {
+      Avx512Path::sum4(acc[r], s);
+    } else {
+      const __m512 same[4] = {acc[r][0], acc[r][0], acc[r][0], acc[r][0]};
+      float t[4];
+      Avx512Path::sum4(same, t);
+      s[0] = t[0];
+    }
+    for (int c = 0; c < C; ++c) {
+      for (Index i = k_main; i < k; ++i)
+        s[c] = madd(bf16_to_float(x[r * k + i]), bf16_to_float(w[c * k + i]), s[c]);
+      y[r * ldy + c] += s[c];
+    }
+  }
+}
+
+/// dot_tile over `n_rows` rows in tiles of R rows, the remainder in smaller tiles.
+template <int R, int C>
+void dot_row_tiles(const uint16_t* x, Index n_rows, const uint16_t* w, Index k, float* y, Index ldy) {
+  Index r = 0;
+  for (; r + R <= n_rows; r += R) dot_tile<R, C>(x + r * k, w, k, y + r * ldy, ldy);
+  if constexpr (R > 1)
+    if (r < n_rows) dot_row_tiles<R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
+}
+
+/// Output columns c0..c1 of m rows of x_bf16 (stride k), blocked as columns<>() does.
+void dot_columns(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
+  constexpr Index kRowBlock = 32;
+  const Index k = w.cols;
+  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
+    const Index rows = std::min(kRowBlock, m - r0);
+    const uint16_t* xb = x + r0 * k;
+    float* yb = y + r0 * ldy;
+    Index c = c0;
+    for (; c + 4 <= c1; c += 4) dot_row_tiles<4, 4>(xb, rows, w.row(c), k, yb + c, ldy);
+    for (; c < c1; ++c) dot_row_tiles<4, 1>(xb, rows, w.row(c), k, yb + c, ldy);
+  }
+}
+#endif
+
+std::atomic<Bf16Kernel> auto_kernel{Bf16Kernel::kAuto};  // set_bf16_auto_kernel
+
 Bf16Kernel resolve(Bf16Kernel kernel) {
+  if (kernel == Bf16Kernel::kAuto) kernel = auto_kernel.load(std::memory_order_relaxed);
   if (kernel != Bf16Kernel::kAuto) {
     for (Bf16Kernel k : bf16_kernels_compiled())
       if (k == kernel) return kernel;
@@ -242,11 +309,25 @@ Bf16Kernel resolve(Bf16Kernel kernel) {
 [[maybe_unused]] void multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y,
                                Index ldy, Bf16Kernel kernel) {
   const Index width = kernel == Bf16Kernel::kAvx512 ? 16 : kernel == Bf16Kernel::kAvx2 ? 8 : 1;
-  thread_local AlignedFloats interleaved;  // reused: a decoding step allocates nothing
-  interleave_rows(x, ldx, m, w.cols, width, interleaved);
+  // Reused: a decoding step allocates nothing; at most kBf16MaxRowsPerCall·k values per thread.
+  thread_local AlignedFloats interleaved;
+  thread_local std::vector<uint16_t, Eigen::aligned_allocator<uint16_t>> rounded;
+  if (kernel == Bf16Kernel::kAvx512Bf16) {
+    rounded.resize(size_t(m * w.cols));
+    for (Index r = 0; r < m; ++r)
+      for (Index i = 0; i < w.cols; ++i) rounded[size_t(r * w.cols + i)] = float_to_bf16(x[r * ldx + i]);
+  } else {
+    interleave_rows(x, ldx, m, w.cols, width, interleaved);
+  }
+  // Pointers, not the thread_local buffers: inside the parallel region below those names would
+  // be each worker thread's own (empty) buffers.
   const float* xi = interleaved.data();
+  [[maybe_unused]] const uint16_t* xr = rounded.data();
   const auto run = [&](Index c0, Index c1) {
     switch (kernel) {
+#ifdef __AVX512BF16__
+      case Bf16Kernel::kAvx512Bf16: return dot_columns(xr, m, w, y, ldy, c0, c1);
+#endif
 #ifdef __AVX512F__
       case Bf16Kernel::kAvx512: return columns<Avx512Path>(xi, m, w, y, ldy, c0, c1);
 #endif
@@ -286,15 +367,31 @@ std::vector<Bf16Kernel> bf16_kernels_compiled() {
 #ifdef __AVX512F__
   k.push_back(Bf16Kernel::kAvx512);
 #endif
+#ifdef __AVX512BF16__
+  k.push_back(Bf16Kernel::kAvx512Bf16);
+#endif
   return k;
+}
+
+Bf16Kernel parse_bf16_kernel(const std::string& name) {
+  if (name == "auto") return Bf16Kernel::kAuto;
+  for (Bf16Kernel k : bf16_kernels_compiled())
+    if (bf16_kernel_name(k) == name) return k;
+  throw ConfigError("bf16 kernel '" + name + "' is unknown or not compiled into this build");
+}
+
+void set_bf16_auto_kernel(Bf16Kernel kernel) {
+  auto_kernel.store(Bf16Kernel::kAuto);
+  auto_kernel.store(resolve(kernel) == bf16_kernels_compiled().back() ? Bf16Kernel::kAuto : kernel);
 }
 
 std::string bf16_kernel_name(Bf16Kernel kernel) {
   switch (kernel) {
+    case Bf16Kernel::kAvx512Bf16: return "avx512bf16";
     case Bf16Kernel::kAvx512: return "avx512";
     case Bf16Kernel::kAvx2: return "avx2";
     case Bf16Kernel::kScalar: return "scalar";
-    default: return bf16_kernel_name(bf16_kernels_compiled().back());
+    default: return bf16_kernel_name(resolve(Bf16Kernel::kAuto));
   }
 }
 
@@ -309,7 +406,13 @@ void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat&
   kernel = resolve(kernel);
   if (m == 0 || n == 0) return;
   if (bias.size() > 0) y.rowwise() = bias.row(0); else y.setZero();
-  multiply(x.data(), x.outerStride(), m, w, y.data(), y.outerStride(), kernel);
+  // At most kBf16MaxRowsPerCall rows at a time: a row's result does not depend on the others,
+  // and the calling thread's interleaved copy of x stays at most that many rows long.
+  for (Index r0 = 0; r0 < m; r0 += kBf16MaxRowsPerCall) {
+    const Index rows = std::min(kBf16MaxRowsPerCall, m - r0);
+    multiply(x.data() + r0 * x.outerStride(), x.outerStride(), rows, w,
+             y.data() + r0 * y.outerStride(), y.outerStride(), kernel);
+  }
 }
 
 }  // namespace anuvad

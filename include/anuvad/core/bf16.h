@@ -1,10 +1,12 @@
 // bfloat16 weight storage and the product that reads it (issue #15): a decoding step of one
 // sentence reads every decoder and output-projection weight once and is bound by memory
 // bandwidth, so storing those weights as bfloat16 (the upper 16 bits of a float32: sign, 8-bit
-// exponent, 7 stored mantissa bits) halves the bytes a step reads. Activations and sums stay
-// float32: each weight is widened exactly (zero-extended and shifted left by 16 bits) and
-// multiplied-added in float32, as CTranslate2's compute_type "bfloat16" does on CPUs without
-// bf16 dot-product units. Only the rounding of the weights to 8-bit mantissas changes results.
+// exponent, 7 stored mantissa bits) halves the bytes a step reads. Sums stay float32. On a CPU
+// with AVX-512 BF16 (a build with -march=native there) the activations of each product are
+// rounded to bfloat16 too and multiplied by the VDPBF16PS dot-product instruction, 32
+// multiply-adds per instruction, as oneDNN's and CTranslate2's bfloat16 GEMMs do; elsewhere each
+// weight is widened exactly (shifted left by 16 bits) and multiplied-added with float32
+// activations, and only the rounding of the weights changes results.
 #pragma once
 
 #include <cstdint>
@@ -56,25 +58,37 @@ Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w);
 /// The float32 values of w [rows, cols] (exact widening).
 Mat from_bf16(const Bf16Matrix& w);
 
-/// The code paths of bf16_affine: kAuto picks the widest one compiled (AVX-512F, then AVX2 with
-/// FMA, then scalar C++); the others are for tests and benchmarks.
-enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512 };
+/// The code paths of bf16_affine: kAuto picks the last one compiled (AVX-512 BF16 dot products,
+/// then AVX-512F, then AVX2 with FMA, then scalar C++); the others are for tests and
+/// benchmarks. kAvx512Bf16 rounds the activations to bfloat16 (the others keep them float32).
+enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 /// The paths compiled into this build (kScalar always; kAvx2 under __AVX2__ and __FMA__;
-/// kAvx512 under __AVX512F__), narrowest first.
+/// kAvx512 under __AVX512F__; kAvx512Bf16 under __AVX512BF16__), narrowest first.
 std::vector<Bf16Kernel> bf16_kernels_compiled();
-/// "avx512", "avx2" or "scalar"; kAuto names the path it picks.
+/// "avx512bf16", "avx512", "avx2" or "scalar"; kAuto names the path it picks.
 std::string bf16_kernel_name(Bf16Kernel kernel);
+/// The path named `name` (a bf16_kernel_name, or "auto"). Throws ConfigError naming `name` when
+/// it is unknown or not compiled into this build.
+Bf16Kernel parse_bf16_kernel(const std::string& name);
+/// Makes kAuto stand for `kernel` in this process (kAuto: the widest again), for benchmarks that
+/// compare the paths inside the same program (anuvad_bench --bf16-kernel). Throws ConfigError
+/// when `kernel` is not compiled into this build.
+void set_bf16_auto_kernel(Bf16Kernel kernel);
 
 /// Multiply-adds (m·n·k) from which bf16_affine, called outside a parallel region, splits its
 /// output columns across the OpenMP threads (a fork/join costs a few µs; one decoder
 /// projection of d_model 256 at one row is 65,536).
 inline constexpr double kBf16SplitMinMultiplyAdds = 32768.0;
 
+/// Rows bf16_affine multiplies per pass: it keeps an interleaved float32 copy of that many rows
+/// of x per calling thread (at k = d_ff 2048: 2 MiB), whatever m is (scoring a long batch).
+inline constexpr Index kBf16MaxRowsPerCall = 256;
+
 /// y = x·Wᵀ + b with bfloat16 weights: x [m, k] float32 activations, w [n, k] (a Linear weight
 /// [out, in]), bias [1, n] (or empty: no bias), y [m, n] overwritten; x and y row-major blocks
 /// with unit inner stride (rows of larger matrices are fine). Each output is a float32 sum over
-/// k of x·widen(w), in the same order for every m, thread count and code path of a build's
-/// vector width (AVX-512: 16 partial sums; AVX2: 8; scalar: 1), so a row's result does not
+/// k of x·widen(w) (kAvx512Bf16: bf16(x)·widen(w)), in the same order for every m and thread
+/// count (AVX-512 paths: 16 partial sums; AVX2: 8; scalar: 1), so a row's result does not
 /// depend on the other rows. Called outside a parallel region with at least
 /// kBf16SplitMinMultiplyAdds multiply-adds, the output columns are split across
 /// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme); inside one of
