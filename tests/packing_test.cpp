@@ -3,6 +3,7 @@
 // case, strided blocks, β and empty sums; and packed batches (nn/batch.h Packing: no padding
 // rows) against the padded layout in the attention kernel and in make_batch.
 #include <catch2/catch.hpp>
+#include <omp.h>
 
 #include <cmath>
 #include <limits>
@@ -37,6 +38,34 @@ TEST_CASE("gemm equals Eigen's product for every transpose case, below and above
         CHECK(rel_diff(c, Mat(op_a * op_b)) < 1e-5);
       }
   }
+}
+
+TEST_CASE("gemm below the BLAS threshold splits the columns across threads correctly", "[gemm]") {
+  // n·k·m above kGemmColumnSplitMinMultiplyAdds, n not a multiple of the 16-column blocks, C a
+  // block of a larger matrix: every transpose case equals Eigen's product, nothing is written
+  // outside the block, and it does so with 1, 2 and 3 threads.
+  const Index k = 67, n = 1003;
+  REQUIRE(double(n) * double(k) >= kGemmColumnSplitMinMultiplyAdds);
+  const int saved = omp_get_max_threads();
+  for (const int threads : {1, 2, 3})
+    for (const Index m : {Index(1), Index(4), kGemmBlasMinRows - 1})
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          INFO(threads << " threads, m " << m << ", trans_a " << ta << ", trans_b " << tb);
+          omp_set_num_threads(threads);
+          const Mat a = ta ? random_mat(k, m, 1) : random_mat(m, k, 1);
+          const Mat b = tb ? random_mat(n, k, 2) : random_mat(k, n, 2);
+          const Mat op_a = ta ? Mat(a.transpose()) : a, op_b = tb ? Mat(b.transpose()) : b;
+          Mat big = random_mat(m + 2, n + 5, 3);
+          const Mat before = big;
+          gemm(a, ta, b, tb, Scalar(0.5), Scalar(2), big.block(1, 2, m, n));
+          Mat expected = before;
+          expected.block(1, 2, m, n) = Scalar(0.5) * op_a * op_b + Scalar(2) * before.block(1, 2, m, n);
+          CHECK(rel_diff(big, expected) < 1e-5);
+          CHECK(big.row(0) == before.row(0));
+          CHECK(big.col(n + 2) == before.col(n + 2));
+        }
+  omp_set_num_threads(saved);
 }
 
 TEST_CASE("gemm reads and writes blocks of larger matrices, and checks shapes", "[gemm]") {

@@ -4,6 +4,8 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <algorithm>
+
 #include "anuvad/core/error.h"
 
 // OpenBLAS extensions (declared in its cblas.h, restated here so that the header of another
@@ -72,6 +74,41 @@ void eigen_gemm(const A& a, const B& b, Scalar alpha, Scalar beta, Eigen::Ref<Ma
   }
 }
 
+/// Eigen's product of C's columns c0..c1 (op(B)'s columns c0..c1: rows of B when trans_b).
+void eigen_columns(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+                   bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c, Index c0, Index c1) {
+  const Index n = c1 - c0;
+  auto cb = c.middleCols(c0, n);
+  if (trans_b) {
+    const auto bb = b.middleRows(c0, n);
+    if (trans_a) return eigen_gemm(a.transpose(), bb.transpose(), alpha, beta, cb);
+    return eigen_gemm(a, bb.transpose(), alpha, beta, cb);
+  }
+  const auto bb = b.middleCols(c0, n);
+  if (trans_a) return eigen_gemm(a.transpose(), bb, alpha, beta, cb);
+  eigen_gemm(a, bb, alpha, beta, cb);
+}
+
+/// The Eigen path (m < kGemmBlasMinRows): outside a parallel region and from
+/// kGemmColumnSplitMinMultiplyAdds on, C's columns are split across the threads (each reads its
+/// own rows of a weight matrix once: a decoding step of one sentence reads every weight, and one
+/// thread's GEMV leaves the other core idle); otherwise one call on the calling thread.
+void eigen_split(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+                 bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c, Index m, Index n,
+                 Index k) {
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads < 2 || n < 64 || double(m) * double(n) * double(k) < kGemmColumnSplitMinMultiplyAdds)
+    return eigen_columns(a, trans_a, b, trans_b, alpha, beta, c, 0, n);
+#pragma omp parallel num_threads(threads)
+  {
+    // Column blocks in multiples of 16 (whole 64-byte lines of C's rows per thread).
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const Index c0 = std::min(n, (n * t / nt + 15) / 16 * 16);
+    const Index c1 = t + 1 == nt ? n : std::min(n, (n * (t + 1) / nt + 15) / 16 * 16);
+    if (c1 > c0) eigen_columns(a, trans_a, b, trans_b, alpha, beta, c, c0, c1);
+  }
+}
+
 }  // namespace
 
 void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
@@ -91,10 +128,7 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
     blas_rows(a, trans_a, b, trans_b, alpha, beta, c, m, n, k);
     return;
   }
-  if (!trans_a && trans_b) return eigen_gemm(a, b.transpose(), alpha, beta, c);
-  if (!trans_a && !trans_b) return eigen_gemm(a, b, alpha, beta, c);
-  if (trans_a && !trans_b) return eigen_gemm(a.transpose(), b, alpha, beta, c);
-  eigen_gemm(a.transpose(), b.transpose(), alpha, beta, c);
+  eigen_split(a, trans_a, b, trans_b, alpha, beta, c, m, n, k);
 }
 
 std::string gemm_backend() {

@@ -6,14 +6,16 @@
 //     of at least kGemmBlasMinRows output rows: 175-187 GFLOP/s per core on the training and
 //     batched-decoding shapes, against 113-139 for Eigen 3.4's GEMM;
 //   - Eigen's own product below that (a decoding step of one sentence or a small beam): Eigen's
-//     GEMV reads the weights once at 20-40 GFLOP/s where OpenBLAS's GEMM at m = 1 reaches 2-7.
+//     GEMV reads the weights once at 20-40 GFLOP/s where OpenBLAS's GEMM at m = 1 reaches 2-7;
+//     outside a parallel region its output columns are split across the threads (each thread
+//     reads its own share of the weights).
 // Threads: one OpenMP pool for the whole process, and OpenBLAS always single-threaded inside it.
 // Called outside a parallel region, a large product's rows are split across omp_get_max_threads()
 // threads (one fork/join per product; each block one OpenBLAS call, so results are deterministic
 // for a thread count); inside one of anuvad's parallel regions (attention per sentence and head,
 // decoding row blocks) it runs on the calling thread. OpenBLAS's own threading was measured 4x
 // slower for training whenever another process shared the cores (its threads spin-wait for each
-// other inside every product). Eigen's products are always single-threaded.
+// other inside every product). Each Eigen call is single-threaded.
 #pragma once
 
 #include <string>
@@ -29,6 +31,11 @@ inline constexpr Index kGemmBlasMinRows = 16;
 /// Multiply-adds (m·n·k) from which an OpenBLAS product is split by rows across the threads
 /// (about 10 µs of work; below it one fork/join costs more than it saves).
 inline constexpr double kGemmSplitMinMultiplyAdds = 2097152.0;
+
+/// Multiply-adds (m·n·k) from which a product below kGemmBlasMinRows rows, called outside a
+/// parallel region, has C's columns split across the threads (Eigen on each block; one
+/// fork/join costs a few µs, a decoder projection of d_model 256 at one row is 65,536).
+inline constexpr double kGemmColumnSplitMinMultiplyAdds = 32768.0;
 
 /// C = α·op(A)·op(B) + β·C, where op(X) = Xᵀ when the matching `trans_*` is true.
 /// a: [m, k] (or [k, m] when trans_a), b: [k, n] (or [n, k] when trans_b), c: [m, n]; all
