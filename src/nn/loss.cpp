@@ -37,24 +37,25 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
       continue;
     }
     const auto z = logits.row(r);
-    const double m = static_cast<double>(z.maxCoeff());
-    double sum_exp = 0, sum_z = 0;
-    for (Index k = 0; k < v; ++k) {
-      sum_exp += std::exp(static_cast<double>(z[k]) - m);
-      sum_z += static_cast<double>(z[k]);
-    }
-    const double lse = m + std::log(sum_exp);
+    const Scalar m = z.maxCoeff();
+    // e_k = exp(z_k − m) in one vectorised pass (Eigen's exp), into the gradient's row when
+    // there is one; sums in double. softmax_k = e_k / Σ e.
+    thread_local RowVec scratch;
+    if (!dlogits) scratch.resize(v);
+    Eigen::Map<RowVec> e(dlogits ? dlogits->row(r).data() : scratch.data(), v);
+    e = (z.array() - m).exp();
+    const double sum_exp = e.cast<double>().sum();
+    const double sum_z = z.cast<double>().sum();
+    const double lse = static_cast<double>(m) + std::log(sum_exp);
     const double nll = lse - static_cast<double>(z[y]);
     const double mean_neg_logp = lse - sum_z / static_cast<double>(v);
     row_nll[r] = nll;
     row_loss[r] = (1 - eps) * nll + eps * mean_neg_logp;
     if (dlogits) {
-      // d/dz_k = softmax_k − (1 − ε)·[k = y] − ε/V
-      auto d = dlogits->row(r);
+      // d/dz_k = softmax_k − (1 − ε)·[k = y] − ε/V, all over grad_scale
       const double inv = 1.0 / grad_scale;
-      for (Index k = 0; k < v; ++k)
-        d[k] = static_cast<Scalar>((std::exp(static_cast<double>(z[k]) - lse) - eps / v) * inv);
-      d[y] -= static_cast<Scalar>((1 - eps) * inv);
+      e = e.array() * static_cast<Scalar>(inv / sum_exp) - static_cast<Scalar>(eps / v * inv);
+      e[y] -= static_cast<Scalar>((1 - eps) * inv);
     }
   }
   if (bad_label) throw ShapeError("loss: label id outside the vocabulary");
