@@ -119,8 +119,20 @@ set_tests_properties(cli.score_tiny_bfloat16 PROPERTIES
   LABELS cli
   TIMEOUT 20)
 anuvad_cli_test(translate_bad_compute_type
-  "^anuvad: error: --compute-type: compute type 'bf17' is not float32 or bfloat16\nanuvad exit status 1 end"
+  "^anuvad: error: --compute-type: compute type 'bf17' is not auto, float32 or bfloat16\nanuvad exit status 1 end"
   translate --compute-type bf17 hello)
+# The default, --compute-type auto, is what `anuvad --version` says it stands for in this build
+# (bfloat16 in a native build on AVX2 / AVX-512, float32 in a portable one), and evaluate's JSON
+# records that resolved type; an explicit bfloat16 is recorded as such.
+add_test(NAME cli.compute_type_auto
+         COMMAND sh -c [=[auto=$("$0" --version | sed -n 's/^decoding: --compute-type auto = \([a-z0-9]*\) .*/\1/p') && got=$("$0" evaluate -m "$1" --test "$2" --json --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && bf=$("$0" evaluate -m "$1" --test "$2" --json --compute-type bfloat16 --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && [ "$auto" = "$got" ] && [ "$bf" = bfloat16 ] && echo "auto resolved consistently: $got"]=]
+                 $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv
+         WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
+set_tests_properties(cli.compute_type_auto PROPERTIES
+  FIXTURES_REQUIRED cli_tiny_model
+  PASS_REGULAR_EXPRESSION "^auto resolved consistently: (bfloat16|float32)\n$"
+  LABELS cli
+  TIMEOUT 30)
 foreach(command translate score evaluate)
   anuvad_cli_test(${command}_help_compute_type "--compute-type[^\n]*bfloat16.*anuvad exit status 0 end" ${command} --help)
 endforeach()
@@ -184,7 +196,7 @@ anuvad_cli_model_test(evaluate_tiny
 
 # --json: one JSON object on stdout (stderr kept apart), with the beam size used.
 add_test(NAME cli.evaluate_tiny_json
-         COMMAND sh -c [=["$0" evaluate -m "$1" --test "$2" --json -b 3 -n 0.6 --tokenize 13a --max-length 12 --cpu-threads 1 2>/dev/null]=]
+         COMMAND sh -c [=["$0" evaluate -m "$1" --test "$2" --json -b 3 -n 0.6 --tokenize 13a --max-length 12 --cpu-threads 1 --compute-type float32 2>/dev/null]=]
                  $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.evaluate_tiny_json PROPERTIES

@@ -8,6 +8,7 @@
 #include <system_error>
 #include <vector>
 
+#include "anuvad/core/bf16.h"
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad_git_revision.h"  // ANUVAD_GIT_REVISION, regenerated at every build
@@ -59,6 +60,9 @@ std::string cpu_flags() {
 #ifdef __AVX512VL__
   add("avx512vl");
 #endif
+#ifdef __AVX512BF16__
+  add("avx512bf16");
+#endif
 #ifdef __ARM_NEON
   add("neon");
 #endif
@@ -83,6 +87,8 @@ std::string version_text() {
       << "threads: OpenMP " << openmp_version(_OPENMP) << ", " << omp_get_max_threads()
       << " by default (--cpu-threads N)\n"
       << "BLAS: " << blas_backend() << "\n"
+      << "decoding: --compute-type auto = " << compute_type_name(default_compute_type())
+      << " (bfloat16 kernel " << bf16_kernel_name(Bf16Kernel::kAuto) << ")\n"
       << "MPI: " << (mpi_compiled() ? "Open MPI (mpirun -np N anuvad train)" : "off (built without MPI)") << "\n"
       << "CPU flags: " << cpu_flags()
       << (ANUVAD_BUILT_NATIVE ? " (-march=native: the build machine's CPU)"

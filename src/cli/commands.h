@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/core/bf16.h"
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/ensemble.h"
 #include "anuvad/io/model_file.h"
@@ -43,12 +44,13 @@ void add_decode_options(CLI::App* sub, DecodeOptions& opts);
 /// The model flags of translate, score and evaluate: -m/--model FILE (one model), or
 /// --models A B … (an ensemble, decode/ensemble.h; the two are mutually exclusive), and
 /// --weights wA wB … (one per model, default 1 each; also allowed with -m), and
-/// --compute-type float32|bfloat16 (Transformer::set_compute_type, applied to every model).
+/// --compute-type auto|float32|bfloat16 (Transformer::set_compute_type, applied to every
+/// model; auto = default_compute_type()).
 struct ModelOptions {
   std::string model_path = "models/default.safetensors";
   std::vector<std::string> models;
   std::vector<double> weights;
-  std::string compute_type = "float32";
+  std::string compute_type = "auto";
 };
 
 /// Binds -m/--model, --models, --weights and --compute-type to `o`.
@@ -59,6 +61,7 @@ struct LoadedModels {
   std::vector<TranslationModel> models;  ///< in command-line order, never empty
   Ensemble ensemble;                     ///< over `models`, with the --weights
   std::vector<std::string> paths;        ///< the model files, as given
+  ComputeType compute_type = ComputeType::kFloat32;  ///< what --compute-type resolved to
 
   /// The first model: its tokenizers and text normalization (shared by all, checked) serve the
   /// whole ensemble, and its attention is the ensemble's.

@@ -22,7 +22,12 @@ namespace anuvad {
 ComputeType parse_compute_type(const std::string& name) {
   if (name == "float32") return ComputeType::kFloat32;
   if (name == "bfloat16") return ComputeType::kBfloat16;
-  throw ConfigError("compute type '" + name + "' is not float32 or bfloat16");
+  if (name == "auto") return default_compute_type();
+  throw ConfigError("compute type '" + name + "' is not auto, float32 or bfloat16");
+}
+
+ComputeType default_compute_type() {
+  return bf16_kernels_compiled().size() > 1 ? ComputeType::kBfloat16 : ComputeType::kFloat32;
 }
 
 std::string compute_type_name(ComputeType type) {

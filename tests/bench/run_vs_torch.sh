@@ -28,8 +28,10 @@
 #   --no-torch         anuvad side only
 #   --ort              then run_vs_ort.sh on the same folder and configs: cached greedy decoding
 #                      against ONNX Runtime, alternated; one summary for both comparisons
-#   --compute-types L  with --ort: passed to run_vs_ort.sh (anuvad's side once per compute type,
-#                      e.g. float32,bfloat16; default float32)
+#   --compute-types L  anuvad's cached greedy modes once per compute type beside PyTorch, and
+#                      with --ort the same list for run_vs_ort.sh (default float32,bfloat16:
+#                      `anuvad translate`'s default, auto, is bfloat16 in a native build on an
+#                      AVX2 / AVX-512 CPU; the naive modes and training are float32 only)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:
@@ -51,7 +53,7 @@ repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32
+quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32,bfloat16
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -163,7 +165,11 @@ if [ "$main" = 1 ]; then
     file=anuvad ours "$c" train
     [ "$torch_side" = 1 ] && theirs "$c" decode
     for m in decode_naive_b1 decode_cached_b1 decode_naive_b64 decode_cached_b64; do
-      file=anuvad ours "$c" "$m"
+      if [[ "$m" == decode_cached_* ]]; then
+        for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done
+      else
+        file=anuvad ours "$c" "$m"
+      fi
     done
   done
 fi

@@ -293,16 +293,22 @@ def print_ort(ort, vs_ort, configs):
 def index(rs):
     out = {}
     for r in rs:
-        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"))
+        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
         out[key] = r
     return out
 
 
-def get(ix, config, mode):
-    for (c, m, _, _), r in ix.items():
-        if c == config and m == mode:
+def get(ix, config, mode, ct="float32"):
+    for (c, m, _, _, t), r in ix.items():
+        if c == config and m == mode and t == ct:
             return r
     return None
+
+
+def types_of(ix, config, mode):
+    """The compute types of ix's rows for (config, mode), float32 first."""
+    return sorted({t for (c, m, _, _, t) in ix if c == config and m == mode} or {"float32"},
+                  key=lambda t: t != "float32")
 
 
 def print_setup(ours, torch):
@@ -361,17 +367,19 @@ def print_speed_tables(o, t, configs):
     # ---- decoding
     if any(get(o, c, m) or get(t, c, m) for c in configs for m in DECODE_MODES):
         print("### Greedy decoding: tokens/s (64 sources of 10–14 tokens, 20 output tokens each, encoder included)\n")
-        print("| config | mode | anuvad tok/s | torch tok/s | ours / torch | anuvad tokens = naive b1 |")
-        print("|---|---|---|---|---|---|")
+        print("| config | mode | anuvad compute type | anuvad tok/s | torch tok/s (float32) | ours / torch "
+              "| anuvad tokens = naive b1 |")
+        print("|---|---|---|---|---|---|---|")
         for c in configs:
             for m in DECODE_MODES:
-                a, b = get(o, c, m), get(t, c, m)
-                if not a and not b:
-                    continue
-                agree = a.get("token_agreement_with_naive_b1") if a else None
-                print(f"| {c} | {m} | {stat(a and a['tokens_per_s'])} | {stat(b and b['tokens_per_s'])} "
-                      f"| {ratio(a and med(a['tokens_per_s']), b and med(b['tokens_per_s']))} "
-                      f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
+                for ct in types_of(o, c, m):
+                    a, b = get(o, c, m, ct), get(t, c, m)
+                    if not a and not b:
+                        continue
+                    agree = a.get("token_agreement_with_naive_b1") if a else None
+                    print(f"| {c} | {m} | {ct} | {stat(a and a['tokens_per_s'])} | {stat(b and b['tokens_per_s'])} "
+                          f"| {ratio(a and med(a['tokens_per_s']), b and med(b['tokens_per_s']))} "
+                          f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
         print()
 
 
@@ -381,14 +389,15 @@ def print_rss(o, t, configs):
         print("anuvad: VmHWM of a process that ran only that mode. torch: ru_maxrss of torch_ref's process; "
               "its 4 decode modes share one process (order naive b1, cached b1, naive b64, cached b64), so a "
               "decode figure is the peak up to and including that mode.\n")
-        print("| config | mode | anuvad | torch | ours / torch |")
-        print("|---|---|---|---|---|")
+        print("| config | mode | anuvad compute type | anuvad | torch | ours / torch |")
+        print("|---|---|---|---|---|---|")
         for c in configs:
             for m in ["train"] + DECODE_MODES:
-                a, b = get(o, c, m), get(t, c, m)
-                if not a and not b:
-                    continue
-                print(f"| {c} | {m} | {fmt(rss_of(a))} | {fmt(rss_of(b))} | {ratio(rss_of(a), rss_of(b))} |")
+                for ct in types_of(o, c, m):
+                    a, b = get(o, c, m, ct), get(t, c, m)
+                    if not a and not b:
+                        continue
+                    print(f"| {c} | {m} | {ct} | {fmt(rss_of(a))} | {fmt(rss_of(b))} | {ratio(rss_of(a), rss_of(b))} |")
         print()
 
 
@@ -470,7 +479,7 @@ def main():
     main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
     extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
     vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
-    o = index([r for r in vs_ort if compute_type(r) == "float32"] + extra_rows + main_rows)  # later rows win
+    o = index(vs_ort + extra_rows + main_rows)  # later rows win
     ox = index(main_rows + extra_rows)
     t = index(torch)
     configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))

@@ -9,6 +9,7 @@ different layouts (pre-norm with a tied output projection; post-norm, untied, an
 head count) on TRAIN.tsv (100 epochs of tests/data/cli/tiny.tsv: a few seconds; vocabulary
 sizes chosen for it), and checks, on the training pairs and on DEV.tsv (unseen sentences, many
 characters unknown to the vocabularies):
+  - (both with --compute-type float32: the document's arithmetic, not bfloat16's rounding)
   - every per-token log-probability and every total of `anuvad score --word-scores` (relative
     tolerance TOL, default 1e-3);
   - greedy translations (`anuvad translate --word-scores --max-length-factor 0.5`): the same
@@ -190,7 +191,7 @@ def relative_error(ours, theirs):
 
 def check_scores(model_path, pairs, tol):
     model = Model(model_path)
-    out = anuvad_lines(["score", "-m", model_path, "--word-scores"], "".join(f"{s}\t{t}\n" for s, t in pairs))
+    out = anuvad_lines(["score", "-m", model_path, "--word-scores", "--compute-type", "float32"], "".join(f"{s}\t{t}\n" for s, t in pairs))
     if len(out) != len(pairs):
         fail(f"score printed {len(out)} lines for {len(pairs)} pairs")
     worst = 0.0
@@ -209,7 +210,8 @@ def check_scores(model_path, pairs, tol):
 
 
 def check_greedy(model, model_path, sources, tol):
-    out = anuvad_lines(["translate", "-m", model_path, "--word-scores", "--max-length-factor", "0.5"],
+    out = anuvad_lines(["translate", "-m", model_path, "--word-scores", "--max-length-factor", "0.5",
+                        "--compute-type", "float32"],
                        "".join(s + "\n" for s in sources))
     same = near_ties = at_limit = with_eos = 0
     worst = 0.0
