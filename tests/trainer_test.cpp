@@ -3,6 +3,7 @@
 // their best/stalled bookkeeping (train/validator.h), the checkpoint file
 // (train/checkpoint.h) and the progress arithmetic (train/progress.h).
 #include <catch2/catch.hpp>
+#include <omp.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -18,6 +19,7 @@
 #include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/text/metrics.h"
+#include "anuvad/train/adam.h"
 #include "anuvad/train/checkpoint.h"
 #include "anuvad/train/options.h"
 #include "anuvad/train/progress.h"
@@ -426,4 +428,54 @@ TEST_CASE("Progress: planned updates, ETA and time formatting", "[train][progres
   const ProgressReporter p(100, 0, true, 30.0);
   CHECK(p.elapsed_seconds() >= 30.0);
   CHECK(p.elapsed_seconds() < 60.0);
+}
+
+TEST_CASE("Adam::step follows Kingma & Ba's Algorithm 1 on every value, whatever the thread count", "[adam]") {
+  // Three parameters, one larger than Adam's 16,384-value chunks (so a chunk boundary falls inside
+  // it), three steps with new gradients each: every value equals Algorithm 1 computed in double
+  // (float32 rounding only), and 1 and 2 threads give the same bits.
+  const auto run = [](int threads) {
+    ParamRegistry reg;
+    reg.add("a", {3, 5});
+    reg.add("big", {37, 1000});
+    reg.add("b", {7});
+    std::mt19937_64 rng(5);
+    std::normal_distribution<double> nd(0.0, 1.0);
+    for (Param& p : reg.params())
+      for (Index j = 0; j < p.value.size(); ++j) p.value.data()[j] = Scalar(nd(rng));
+    Adam adam(reg, 0.9, 0.98, 1e-9);
+    std::vector<Eigen::MatrixXd> theta, m, v;
+    for (const Param& p : reg.params()) {
+      theta.push_back(p.value.cast<double>());
+      m.push_back(Eigen::MatrixXd::Zero(p.value.rows(), p.value.cols()));
+      v.push_back(Eigen::MatrixXd::Zero(p.value.rows(), p.value.cols()));
+    }
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    double worst = 0;
+    for (int64_t t = 1; t <= 3; ++t) {
+      size_t i = 0;
+      for (Param& p : reg.params()) {
+        p.grad_acc();
+        for (Index j = 0; j < p.grad.size(); ++j) p.grad.data()[j] = Scalar(nd(rng) * 1e-2);
+        const Eigen::MatrixXd g = p.grad.cast<double>();
+        m[i] = 0.9 * m[i] + 0.1 * g;
+        v[i] = 0.98 * v[i] + 0.02 * g.cwiseAbs2();
+        const Eigen::MatrixXd m_hat = m[i] / (1 - std::pow(0.9, double(t)));
+        const Eigen::MatrixXd v_hat = v[i] / (1 - std::pow(0.98, double(t)));
+        theta[i].array() -= 1e-3 * m_hat.array() / (v_hat.array().sqrt() + 1e-9);
+        ++i;
+      }
+      adam.step(reg, 1e-3, t);
+      i = 0;
+      for (const Param& p : reg.params()) worst = std::max(worst, (p.value.cast<double>() - theta[i++]).cwiseAbs().maxCoeff());
+    }
+    omp_set_num_threads(saved);
+    CHECK(worst < 1e-6);  // values ~1, steps ~1e-3: float32 rounding of θ and of the moments
+    std::vector<Mat> out;
+    for (const Param& p : reg.params()) out.push_back(p.value);
+    return out;
+  };
+  const std::vector<Mat> one = run(1), two = run(2);
+  for (size_t i = 0; i < one.size(); ++i) CHECK(one[i] == two[i]);
 }
