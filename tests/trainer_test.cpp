@@ -431,8 +431,9 @@ TEST_CASE("Progress: planned updates, ETA and time formatting", "[train][progres
 }
 
 TEST_CASE("Adam::step follows Kingma & Ba's Algorithm 1 on every value, whatever the thread count", "[adam]") {
-  // Three parameters of different sizes (37,000 values in one), three steps with new gradients each: every value equals Algorithm 1 computed in double
-  // (float32 rounding only), and 1 and 2 threads give the same bits.
+  // Three parameters of different sizes (37,000 values in one), three steps with new gradients
+  // each: every value equals Algorithm 1 computed in double (float32 rounding only), and 1 and 2
+  // threads give the same bits.
   const auto run = [](int threads) {
     ParamRegistry reg;
     reg.add("a", {3, 5});
