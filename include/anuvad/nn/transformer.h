@@ -183,13 +183,13 @@ class Transformer {
   /// Xavier-uniform matrices, N(0, D^−½) embeddings, zero biases, unit LayerNorm gains.
   void init_parameters(uint64_t seed);
 
-  /// Precision of the weights every decoding step reads (core/bf16.h). kBfloat16 rounds to
-  /// bfloat16 (round-to-nearest-even) the decoder's self-attention Q/K/V/out, cross-attention
-  /// Q/out and feed-forward weights and the output projection (the target embedding when tied,
-  /// whose rows are then looked up in bfloat16 too) and frees their float32 copies, so the model
-  /// holds less memory; their products run bf16_affine. Encoder weights, the cross-attention
-  /// K/V projections (applied once per sentence to `memory`), biases, LayerNorms and an untied
-  /// target embedding stay float32. kFloat32 widens them back (the rounded values stay rounded).
+  /// Precision of the weight matrices translation reads (core/bf16.h). kBfloat16 rounds to
+  /// bfloat16 (round-to-nearest-even) every Linear weight of the encoder and the decoder
+  /// (self-attention Q/K/V/out, cross-attention Q/K/V/out, feed-forward) and the output
+  /// projection (the target embedding when tied, whose rows are then looked up in bfloat16 too)
+  /// and frees their float32 copies, so the model holds less memory; their products run
+  /// bf16_affine. Biases, LayerNorms, the source embedding and an untied target embedding stay
+  /// float32. kFloat32 widens them back (the rounded values stay rounded).
   /// For translation and scoring only: backward then throws ShapeError and a bfloat16 model
   /// cannot be saved. Throws nothing itself but bad_alloc (then some weights may be converted
   /// and others not: discard the model).
@@ -239,8 +239,8 @@ class Transformer {
   void decode_rows(const std::vector<int32_t>& tokens, DecoderState& state, int r0, int n,
                    DecoderWorkspace& ws, Mat& logits) const;
 
-  /// The parameters set_compute_type converts (decoder step weights and output projection).
-  std::vector<Param*> step_weights();
+  /// The parameters set_compute_type converts: every Linear weight and the output projection.
+  std::vector<Param*> product_weights();
 
   ModelConfig cfg_;
   ComputeType compute_type_ = ComputeType::kFloat32;
