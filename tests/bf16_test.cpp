@@ -226,6 +226,28 @@ TEST_CASE("set_compute_type holds every product weight in bfloat16 only and refu
   CHECK(q->value == from_bf16(rounded));
 }
 
+TEST_CASE("auto is bfloat16 from kBf16AutoMinWeightBytes on a vector path, float32 otherwise", "[bf16]") {
+  CHECK(parse_compute_type("auto") == ComputeType::kAuto);
+  CHECK(compute_type_name(ComputeType::kAuto) == "auto");
+  const bool vector_path = bf16_kernel_name(Bf16Kernel::kAuto) != "scalar";
+  CHECK(auto_compute_type(kBf16AutoMinWeightBytes) ==
+        (vector_path ? ComputeType::kBfloat16 : ComputeType::kFloat32));
+  CHECK(auto_compute_type(kBf16AutoMinWeightBytes - 1) == ComputeType::kFloat32);
+  // The fixture model is far below the threshold: auto leaves it in float32, untouched.
+  TranslationModel m = load_model(fixture_model("pre"));
+  Transformer& t = *m.transformer;
+  const int64_t bytes = t.product_weight_bytes();
+  CHECK(bytes > 0);
+  CHECK(bytes < kBf16AutoMinWeightBytes);
+  const Mat before = t.params().find("decoder.layers.0.self_attn.q_proj.weight")->value;
+  t.set_compute_type(ComputeType::kAuto);
+  CHECK(t.compute_type() == ComputeType::kFloat32);
+  CHECK(t.params().find("decoder.layers.0.self_attn.q_proj.weight")->value == before);
+  // product_weight_bytes counts the same matrices whichever precision holds them.
+  t.set_compute_type(ComputeType::kBfloat16);
+  CHECK(t.product_weight_bytes() == bytes);
+}
+
 TEST_CASE("Backward passes refuse bfloat16 weights instead of writing past an empty gradient", "[bf16]") {
   std::mt19937_64 rng(5);
   ParamRegistry reg;

@@ -87,8 +87,13 @@ std::string version_text() {
       << "threads: OpenMP " << openmp_version(_OPENMP) << ", " << omp_get_max_threads()
       << " by default (--cpu-threads N)\n"
       << "BLAS: " << blas_backend() << "\n"
-      << "decoding: --compute-type auto = " << compute_type_name(default_compute_type())
-      << " (bfloat16 kernel " << bf16_kernel_name(Bf16Kernel::kAuto) << ")\n"
+      << "decoding: --compute-type auto = "
+      << (auto_compute_type(kBf16AutoMinWeightBytes) == ComputeType::kBfloat16
+              ? "bfloat16 for models of at least " + std::to_string(kBf16AutoMinWeightBytes >> 20) +
+                    " MiB of weight matrices, float32 below (bfloat16 kernel " +
+                    bf16_kernel_name(Bf16Kernel::kAuto) + ")"
+              : std::string("float32 (this build's bfloat16 kernel is scalar)"))
+      << "\n"
       << "MPI: " << (mpi_compiled() ? "Open MPI (mpirun -np N anuvad train)" : "off (built without MPI)") << "\n"
       << "CPU flags: " << cpu_flags()
       << (ANUVAD_BUILT_NATIVE ? " (-march=native: the build machine's CPU)"

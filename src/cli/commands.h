@@ -45,7 +45,7 @@ void add_decode_options(CLI::App* sub, DecodeOptions& opts);
 /// --models A B … (an ensemble, decode/ensemble.h; the two are mutually exclusive), and
 /// --weights wA wB … (one per model, default 1 each; also allowed with -m), and
 /// --compute-type auto|float32|bfloat16 (Transformer::set_compute_type, applied to every
-/// model; auto = default_compute_type()).
+/// model; auto is resolved per model by its size, core/bf16.h auto_compute_type).
 struct ModelOptions {
   std::string model_path = "models/default.safetensors";
   std::vector<std::string> models;
@@ -61,7 +61,7 @@ struct LoadedModels {
   std::vector<TranslationModel> models;  ///< in command-line order, never empty
   Ensemble ensemble;                     ///< over `models`, with the --weights
   std::vector<std::string> paths;        ///< the model files, as given
-  ComputeType compute_type = ComputeType::kFloat32;  ///< what --compute-type resolved to
+  ComputeType compute_type = ComputeType::kFloat32;  ///< the first model's, auto resolved
 
   /// The first model: its tokenizers and text normalization (shared by all, checked) serve the
   /// whole ensemble, and its attention is the ensemble's.

@@ -22,16 +22,22 @@ namespace anuvad {
 ComputeType parse_compute_type(const std::string& name) {
   if (name == "float32") return ComputeType::kFloat32;
   if (name == "bfloat16") return ComputeType::kBfloat16;
-  if (name == "auto") return default_compute_type();
+  if (name == "auto") return ComputeType::kAuto;
   throw ConfigError("compute type '" + name + "' is not auto, float32 or bfloat16");
 }
 
-ComputeType default_compute_type() {
-  return bf16_kernels_compiled().size() > 1 ? ComputeType::kBfloat16 : ComputeType::kFloat32;
+std::string compute_type_name(ComputeType type) {
+  switch (type) {
+    case ComputeType::kBfloat16: return "bfloat16";
+    case ComputeType::kAuto: return "auto";
+    default: return "float32";
+  }
 }
 
-std::string compute_type_name(ComputeType type) {
-  return type == ComputeType::kBfloat16 ? "bfloat16" : "float32";
+ComputeType auto_compute_type(int64_t weight_bytes) {
+  const bool vector_path = bf16_kernels_compiled().size() > 1;
+  return vector_path && weight_bytes >= kBf16AutoMinWeightBytes ? ComputeType::kBfloat16
+                                                                 : ComputeType::kFloat32;
 }
 
 uint16_t float_to_bf16(float x) {

@@ -282,7 +282,15 @@ std::vector<Param*> Transformer::product_weights() {
   return w;
 }
 
+int64_t Transformer::product_weight_bytes() const {
+  int64_t values = 0;
+  for (const Param* p : const_cast<Transformer*>(this)->product_weights())
+    values += p->bf16.empty() ? int64_t(p->value.size()) : int64_t(p->bf16.data.size());
+  return 4 * values;
+}
+
 void Transformer::set_compute_type(ComputeType type) {
+  if (type == ComputeType::kAuto) type = auto_compute_type(product_weight_bytes());
   if (type == compute_type_) return;
   for (Param* p : product_weights()) {
     if (type == ComputeType::kBfloat16) {

@@ -491,7 +491,7 @@ void bench_decode(const Args& a, const BenchConfig& c) {
                {"tokens_per_s", summarize(tps)}, {"ms_per_sentence", summarize(ms)},
                {"token_agreement_with_naive_b1", agree}, {"params", param_counts(model)},
                {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before},
-               {"compute_type", compute_type_name(a.compute_type)}};
+               {"compute_type", compute_type_name(model.compute_type())}};
   if (kind != "beam4") {  // useful work of greedy decoding: the cached minimum, real lengths
     double useful = 0;
     for (int i = 0; i < n_sent; ++i) useful += decode_flops(c, int(sents[i].size()) + 1, kDecodeLen);
@@ -531,7 +531,7 @@ void bench_decode_length(const Args& a, const BenchConfig& c) {
       return std::round(1e6 * s / denom / (to - from)) / 1000;
     };
     emit(a, {{"mode", "decode_length"}, {"batch_size", 1}, {"sentences", n_sent},
-             {"compute_type", compute_type_name(a.compute_type)},
+             {"compute_type", compute_type_name(model.compute_type())},
              {"tokens_per_sentence", n_tok}, {"repeats", a.repeats},
              {"tokens_per_s", summarize(tps)}, {"ms_per_token", summarize(ms_tok)},
              {"step_ms_first10", mean_ms(0, std::min(10, n_tok))},

@@ -17,20 +17,26 @@
 
 namespace anuvad {
 
-/// Precision in which translation reads its decoder weights (CTranslate2's compute_type).
-/// Training always runs in float32.
-enum class ComputeType { kFloat32, kBfloat16 };
+/// Precision in which translation reads its weight matrices (CTranslate2's compute_type);
+/// kAuto picks one per model (auto_compute_type). Training always runs in float32.
+enum class ComputeType { kFloat32, kBfloat16, kAuto };
 
-/// "float32" or "bfloat16" → that ComputeType; "auto" → default_compute_type(). Throws
-/// ConfigError naming the value otherwise.
+/// "float32", "bfloat16" or "auto" → that ComputeType. Throws ConfigError naming the value
+/// otherwise.
 ComputeType parse_compute_type(const std::string& name);
-/// What "auto" (translate's default) stands for in this build: kBfloat16 when bf16_affine has a
-/// vector path here (AVX2, AVX-512 or AVX-512 BF16: decoding is faster and dev chrF2 moved by
-/// at most 0.02-0.05 on the models measured, README "Speed"), kFloat32 in a portable build,
-/// whose scalar bfloat16 path would be slower than float32.
-ComputeType default_compute_type();
-/// The name parse_compute_type accepts: "float32" or "bfloat16".
+/// The name parse_compute_type accepts: "float32", "bfloat16" or "auto".
 std::string compute_type_name(ComputeType type);
+
+/// float32 bytes of weight matrices from which "auto" picks bfloat16: about what the two cores'
+/// L2 caches hold. Measured (README "Speed"): models of 24 MB and more translate 1.5-2.3x
+/// faster in bfloat16; a 1.2 MB one (d_model 64) decodes batches slower (112k vs 139k tok/s)
+/// and the 4 MB default preset equally fast, so those stay float32.
+inline constexpr int64_t kBf16AutoMinWeightBytes = int64_t(8) << 20;
+/// What kAuto stands for for a model whose weight matrices (those set_compute_type converts)
+/// take `weight_bytes` bytes in float32: kBfloat16 when bf16_affine has a vector path in this
+/// build (AVX2, AVX-512 or AVX-512 BF16) and weight_bytes ≥ kBf16AutoMinWeightBytes,
+/// kFloat32 otherwise (a portable build's scalar bfloat16 path is slower than float32).
+ComputeType auto_compute_type(int64_t weight_bytes);
 
 /// x rounded to bfloat16, round-to-nearest-even on the 16 dropped bits (as torch's and
 /// CTranslate2's conversions): the upper 16 bits of the rounded float32. ±Inf stays ±Inf,

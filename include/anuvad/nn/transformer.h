@@ -190,11 +190,15 @@ class Transformer {
   /// and frees their float32 copies, so the model holds less memory; their products run
   /// bf16_affine. Biases, LayerNorms, the source embedding and an untied target embedding stay
   /// float32. kFloat32 widens them back (the rounded values stay rounded).
+  /// kAuto stands for auto_compute_type(product_weight_bytes()), and compute_type() then
+  /// returns what it stood for.
   /// For translation and scoring only: backward then throws ShapeError and a bfloat16 model
   /// cannot be saved. Throws nothing itself but bad_alloc (then some weights may be converted
   /// and others not: discard the model).
   void set_compute_type(ComputeType type);
   ComputeType compute_type() const { return compute_type_; }
+  /// float32 bytes of the weight matrices set_compute_type converts (4 per value).
+  int64_t product_weight_bytes() const;
 
   const ModelConfig& config() const { return cfg_; }
   ParamRegistry& params() { return params_; }
