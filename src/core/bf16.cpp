@@ -222,21 +222,28 @@ void row_tiles(const float* x, Index n_rows, const uint16_t* w, Index k, float* 
     if (r < n_rows) row_tiles<P, R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
 }
 
-/// Output columns c0..c1 of m rows of x (interleaved, stride k), in blocks of 32 rows (reread
-/// from L2 across the column tiles) and tiles of 4 columns (their weight rows stay in L1 across
-/// the row tiles).
-template <class P>
-void columns(const float* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
+/// Output columns c0..c1 of m rows of x (stride k), in blocks of 32 rows (reread from L2 across
+/// the column tiles) and tiles of 4 columns (their weight rows stay in L1 across the row tiles):
+/// tiles4 / tiles1(x, rows, w_row, k, y, ldy) multiply a block's rows by 4 / 1 weight rows.
+template <class T, class Tiles4, class Tiles1>
+void blocked_columns(const T* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0,
+                     Index c1, Tiles4 tiles4, Tiles1 tiles1) {
   constexpr Index kRowBlock = 32;
   const Index k = w.cols;
   for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
     const Index rows = std::min(kRowBlock, m - r0);
-    const float* xb = x + r0 * k;
+    const T* xb = x + r0 * k;
     float* yb = y + r0 * ldy;
     Index c = c0;
-    for (; c + 4 <= c1; c += 4) row_tiles<P, P::kMaxRows, 4>(xb, rows, w.row(c), k, yb + c, ldy);
-    for (; c < c1; ++c) row_tiles<P, P::kMaxRows, 1>(xb, rows, w.row(c), k, yb + c, ldy);
+    for (; c + 4 <= c1; c += 4) tiles4(xb, rows, w.row(c), k, yb + c, ldy);
+    for (; c < c1; ++c) tiles1(xb, rows, w.row(c), k, yb + c, ldy);
   }
+}
+
+/// The widening paths over output columns c0..c1 (x interleaved by interleave_rows).
+template <class P>
+void columns(const float* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
+  blocked_columns(x, m, w, y, ldy, c0, c1, row_tiles<P, P::kMaxRows, 4>, row_tiles<P, P::kMaxRows, 1>);
 }
 
 #ifdef __AVX512BF16__
@@ -287,18 +294,9 @@ void dot_row_tiles(const uint16_t* x, Index n_rows, const uint16_t* w, Index k, 
     if (r < n_rows) dot_row_tiles<R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
 }
 
-/// Output columns c0..c1 of m rows of x_bf16 (stride k), blocked as columns<>() does.
+/// The dot-product path over output columns c0..c1 (x rounded to bfloat16, stride k).
 void dot_columns(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
-  constexpr Index kRowBlock = 32;
-  const Index k = w.cols;
-  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
-    const Index rows = std::min(kRowBlock, m - r0);
-    const uint16_t* xb = x + r0 * k;
-    float* yb = y + r0 * ldy;
-    Index c = c0;
-    for (; c + 4 <= c1; c += 4) dot_row_tiles<4, 4>(xb, rows, w.row(c), k, yb + c, ldy);
-    for (; c < c1; ++c) dot_row_tiles<4, 1>(xb, rows, w.row(c), k, yb + c, ldy);
-  }
+  blocked_columns(x, m, w, y, ldy, c0, c1, dot_row_tiles<4, 4>, dot_row_tiles<4, 1>);
 }
 #endif
 
