@@ -8,6 +8,11 @@
 
 #include "anuvad/core/error.h"
 
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
+// masked builtins; inlined into Eigen's AVX-512 ptranspose (the GEMM kernels instantiated here)
+// at -O1, the sanitizer build's level, -Wuninitialized reports it (as in core/bf16.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
 // OpenBLAS extensions (declared in its cblas.h, restated here so that the header of another
 // CBLAS would not break the build): the kernel chosen at start-up, the build options, threads.
 extern "C" {
