@@ -302,8 +302,10 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "encoder, the decoder and the output projection multiply by, rounded to 8-bit "
                   "mantissas and read at half the bytes, for faster translation; sums stay "
                   "float32, and on CPUs with AVX-512 BF16 each product's activations are rounded "
-                  "to bfloat16 too), or auto: bfloat16 where this build has an AVX2 or AVX-512 "
-                  "bfloat16 kernel (a native build; `anuvad --version` says), float32 otherwise. "
+                  "to bfloat16 too), or auto: bfloat16 for a model of at least 8 MiB of float32 "
+                  "weight matrices where this build has an AVX2 or AVX-512 bfloat16 kernel (a "
+                  "native build; `anuvad --version` says), float32 otherwise (smaller models "
+                  "translate as fast or faster in float32). "
                   "On the models tried, sentence log-probabilities moved by up to 0.09 nats "
                   "(0.5 %) and dev chrF2 by -0.08 to +0.21")
       ->capture_default_str();  // checked by load_models: a one-line anuvad error
