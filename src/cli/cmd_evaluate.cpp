@@ -105,7 +105,7 @@ void run_evaluate(const EvaluateOptions& o) {
     j["sentences"] = e.sentences;
     j["beam_size"] = o.decode.beam_size;
     j["normalize"] = o.decode.normalize;
-    j["compute_type"] = compute_type_name(models.compute_type);
+    j["compute_type"] = compute_type_name(m.transformer->compute_type());  // auto resolved
     j["bleu"] = {{"score", e.bleu.score},
                  {"signature", e.bleu_signature},
                  {"counts", e.bleu.counts},

@@ -322,7 +322,7 @@ LoadedModels load_models(const ModelOptions& o) {
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--compute-type: ") + e.what());
   }
-  if (o.compute_type == "bfloat16" && bf16_kernel_name(Bf16Kernel::kAuto) == "scalar")
+  if (compute_type == ComputeType::kBfloat16 && bf16_kernel_name(Bf16Kernel::kAuto) == "scalar")
     spdlog::warn("--compute-type bfloat16: this build has no AVX2 or AVX-512 bfloat16 kernel (a "
                  "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
                  "than float32");
@@ -345,8 +345,7 @@ LoadedModels load_models(const ModelOptions& o) {
     nets.push_back(b.transformer.get());
   }
   Ensemble ensemble(std::move(nets), o.weights);
-  const ComputeType resolved = models.front().transformer->compute_type();  // auto resolved
-  return LoadedModels{std::move(models), std::move(ensemble), std::move(paths), resolved};
+  return LoadedModels{std::move(models), std::move(ensemble), std::move(paths)};
 }
 
 const TranslationModel& LoadedModels::shortest() const {

@@ -61,7 +61,6 @@ struct LoadedModels {
   std::vector<TranslationModel> models;  ///< in command-line order, never empty
   Ensemble ensemble;                     ///< over `models`, with the --weights
   std::vector<std::string> paths;        ///< the model files, as given
-  ComputeType compute_type = ComputeType::kFloat32;  ///< the first model's, auto resolved
 
   /// The first model: its tokenizers and text normalization (shared by all, checked) serve the
   /// whole ensemble, and its attention is the ensemble's.

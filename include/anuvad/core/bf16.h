@@ -28,7 +28,7 @@ ComputeType parse_compute_type(const std::string& name);
 std::string compute_type_name(ComputeType type);
 
 /// float32 bytes of weight matrices from which "auto" picks bfloat16: about what the two cores'
-/// L2 caches hold. Measured (README "Speed"): models of 24 MB and more translate 1.5-2.3x
+/// L2 caches hold. Measured (README "Speed"): models of 26 MB and more translate 1.5-2.3x
 /// faster in bfloat16; a 1.2 MB one (d_model 64) decodes batches slower (112k vs 139k tok/s)
 /// and the 4 MB default preset equally fast, so those stay float32.
 inline constexpr int64_t kBf16AutoMinWeightBytes = int64_t(8) << 20;
