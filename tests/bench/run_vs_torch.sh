@@ -164,6 +164,12 @@ if [ "$main" = 1 ]; then
     [ "$torch_side" = 1 ] && theirs "$c" train
     file=anuvad ours "$c" train
     [ "$torch_side" = 1 ] && theirs "$c" decode
+    if [ "$torch_side" = 1 ] && [[ ",$compute_types," == *,bfloat16,* ]]; then
+      bench_note_load "torch bf16 $c decode"
+      PYTHONPATH="$TORCH_BENCH_DIR" with_blas "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
+        >> "$OUT/torch/torch_bf16.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
+        { echo "  torch bf16 $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
+    fi
     for m in decode_naive_b1 decode_cached_b1 decode_naive_b64 decode_cached_b64; do
       if [[ "$m" == decode_cached_* ]]; then
         for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done

@@ -367,18 +367,23 @@ def print_speed_tables(o, t, configs):
     # ---- decoding
     if any(get(o, c, m) or get(t, c, m) for c in configs for m in DECODE_MODES):
         print("### Greedy decoding: tokens/s (64 sources of 10–14 tokens, 20 output tokens each, encoder included)\n")
+        print("torch bfloat16: torch_bf16_decode.py (weights and activations in bfloat16, oneDNN), "
+              "its best setting on CPUs with AVX-512 BF16; '-' where not run.\n")
         print("| config | mode | anuvad compute type | anuvad tok/s | torch tok/s (float32) | ours / torch "
-              "| anuvad tokens = naive b1 |")
-        print("|---|---|---|---|---|---|---|")
+              "| torch bfloat16 tok/s | ours / torch bfloat16 | anuvad tokens = naive b1 |")
+        print("|---|---|---|---|---|---|---|---|---|")
         for c in configs:
             for m in DECODE_MODES:
                 for ct in types_of(o, c, m):
                     a, b = get(o, c, m, ct), get(t, c, m)
                     if not a and not b:
                         continue
+                    tb = get(t, c, m, "bfloat16")
                     agree = a.get("token_agreement_with_naive_b1") if a else None
                     print(f"| {c} | {m} | {ct} | {stat(a and a['tokens_per_s'])} | {stat(b and b['tokens_per_s'])} "
                           f"| {ratio(a and med(a['tokens_per_s']), b and med(b['tokens_per_s']))} "
+                          f"| {stat(tb and tb['tokens_per_s'])} "
+                          f"| {ratio(a and med(a['tokens_per_s']), tb and med(tb['tokens_per_s']))} "
                           f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
         print()
 
