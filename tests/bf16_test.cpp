@@ -73,7 +73,7 @@ TEST_CASE("bf16_affine equals a float32 product of the rounded weights on every 
         const Mat wf = from_bf16(w);
         // The dot-product path multiplies the activations rounded to bfloat16 (exact products:
         // 8 × 8 significant bits fit a float32); the others the activations as they are.
-        const Mat xr = kernel == Bf16Kernel::kAvx512Bf16 ? from_bf16(to_bf16(x)) : x;
+        const Mat xr = kernel == Bf16Kernel::kAvx512Bf16 || kernel == Bf16Kernel::kOnednn ? from_bf16(to_bf16(x)) : x;
         // Reference in double; float32 summation of k terms in any order is within
         // k·2^-24·Σ|x·w| of it (Higham's bound, with the tree sums of the vector paths).
         const Eigen::MatrixXd ref = (xr.cast<double>() * wf.cast<double>().transpose()).rowwise() +
@@ -103,12 +103,34 @@ TEST_CASE("bf16_affine: more rows than one pass takes give each row its own resu
   const Index m = 2 * kBf16MaxRowsPerCall + 3;  // two full passes and a short one
   const Mat x = random_mat(m, 40, rng), bias = random_mat(1, 21, rng);
   const Bf16Matrix w = to_bf16(random_mat(21, 40, rng));
-  Mat y(m, 21), row(1, 21);
-  bf16_affine(x, w, bias, y);
-  for (const Index r : {Index(0), kBf16MaxRowsPerCall - 1, kBf16MaxRowsPerCall, m - 1}) {
-    bf16_affine(x.row(r), w, bias, row);
-    INFO("row " << r);
-    REQUIRE(row == y.row(r));
+  for (const Bf16Kernel kernel : bf16_kernels_compiled()) {
+    Mat y(m, 21), row(1, 21);
+    bf16_affine(x, w, bias, y, kernel);
+    for (const Index r : {Index(0), kBf16MaxRowsPerCall - 1, kBf16MaxRowsPerCall, m - 1}) {
+      bf16_affine(x.row(r), w, bias, row, kernel);
+      INFO("path " << bf16_kernel_name(kernel) << ", row " << r);
+      REQUIRE(row == y.row(r));
+    }
+  }
+}
+
+TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, the widest own path below", "[bf16]") {
+  std::mt19937_64 rng(10);
+  const Bf16Matrix w = to_bf16(random_mat(70, 96, rng));
+  const Mat bias = random_mat(1, 70, rng);
+  const std::vector<Bf16Kernel> paths = bf16_kernels_compiled();
+  const Bf16Kernel own = paths.back() == Bf16Kernel::kOnednn ? paths[paths.size() - 2] : paths.back();
+  CHECK(bf16_kernel_name(Bf16Kernel::kAuto) ==
+        (bf16_onednn_available() ? "onednn+" : "") + bf16_kernel_name(own));
+  CHECK((w.onednn != nullptr) == bf16_onednn_available());
+  for (const Index m : {kOnednnMinRows - 1, kOnednnMinRows, Index(37)}) {
+    const Mat x = random_mat(m, 96, rng);
+    Mat y(m, 70), expected(m, 70);
+    bf16_affine(x, w, bias, y);
+    const bool onednn = bf16_onednn_available() && m >= kOnednnMinRows;
+    bf16_affine(x, w, bias, expected, onednn ? Bf16Kernel::kOnednn : own);
+    INFO("m " << m << (onednn ? ": oneDNN" : ": own path"));
+    CHECK(y == expected);
   }
 }
 
@@ -209,7 +231,7 @@ TEST_CASE("set_compute_type holds every product weight in bfloat16 only and refu
   const Param* norm = t.params().find("encoder.layers.0.ffn_norm.weight");
   const Param* bias = t.params().find("encoder.layers.0.ffn.linear1.bias");
   REQUIRE((q && emb && cross_k && enc && src_emb && norm && bias));
-  const Bf16Matrix rounded = to_bf16(q->value);
+  const Bf16Matrix rounded = to_bf16(q->value), enc_rounded = to_bf16(enc->value);
   t.set_compute_type(ComputeType::kBfloat16);
   CHECK(t.compute_type() == ComputeType::kBfloat16);
   for (const Param* p : {q, emb, cross_k, enc}) {
@@ -218,12 +240,16 @@ TEST_CASE("set_compute_type holds every product weight in bfloat16 only and refu
     CHECK(p->bf16.cols == p->shape[1]);
   }
   CHECK(q->bf16.data == rounded.data);
+  // Read once per sentence: where oneDNN multiplies them, held only in its packed layout.
+  for (const Param* p : {cross_k, enc}) CHECK(p->bf16.data.empty() == bf16_onednn_available());
+  CHECK(from_bf16(enc->bf16) == from_bf16(enc_rounded));  // read back from oneDNN's copy
   // Looked up or added, not multiplied: they stay float32.
   for (const Param* p : {src_emb, norm, bias}) CHECK((p->bf16.empty() && p->value.size() > 0));
   CHECK_THROWS_AS(model_to_safetensors(t, *m.src_tokenizer, *m.tgt_tokenizer), ConfigError);
   t.set_compute_type(ComputeType::kFloat32);
   CHECK(q->bf16.empty());
   CHECK(q->value == from_bf16(rounded));
+  CHECK(enc->value == from_bf16(enc_rounded));
 }
 
 TEST_CASE("auto is bfloat16 from kBf16AutoMinWeightBytes on a vector path, float32 otherwise", "[bf16]") {
@@ -266,4 +292,34 @@ TEST_CASE("Backward passes refuse bfloat16 weights instead of writing past an em
   CHECK_THROWS_AS(lin.backward(dy, x, dx, false), ShapeError);
   const TokenIds ids{1, 2, 3};
   CHECK_THROWS_AS(emb.backward(random_mat(3, 8, rng), ids), ShapeError);
+}
+
+TEST_CASE("Decoding on oneDNN gives with two threads what it gives with one", "[bf16][decode]") {
+  if (!bf16_onednn_available()) {
+    WARN("oneDNN is not available in this build or on this CPU: nothing to check");
+    return;
+  }
+  // Sentences decoded in parallel call oneDNN from two threads at once; Debian's oneDNN shares
+  // one library scratchpad between primitives, so each call brings its own (bf16_onednn.cpp).
+  // With the shared one, 36-177 of these 184 outputs kept their tokens and scores (measured).
+  const int threads = omp_get_max_threads();
+  for (const std::string which : {"pre", "post"}) {
+    TranslationModel m = load_model(fixture_model(which));
+    m.transformer->set_compute_type(ComputeType::kBfloat16);
+    std::vector<std::vector<int32_t>> sources;
+    for (const Example& e : dev_pairs(m)) sources.push_back(e.src);
+    for (const Bf16Kernel kernel : {Bf16Kernel::kOnednn, Bf16Kernel::kAuto}) {
+      set_bf16_auto_kernel(kernel);
+      omp_set_num_threads(1);
+      const auto one = greedy_decode(*m.transformer, sources, DecodeOptions{});
+      omp_set_num_threads(2);
+      const auto two = greedy_decode(*m.transformer, sources, DecodeOptions{});
+      int same = 0;
+      for (size_t i = 0; i < sources.size(); ++i) same += one[i].tokens == two[i].tokens && one[i].score == two[i].score;
+      INFO(which << ", " << bf16_kernel_name(kernel) << ": " << same << "/" << sources.size() << " identical");
+      CHECK(same == int(sources.size()));
+    }
+  }
+  set_bf16_auto_kernel(Bf16Kernel::kAuto);
+  omp_set_num_threads(threads);
 }

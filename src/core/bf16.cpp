@@ -10,8 +10,10 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 
 #include "anuvad/core/error.h"
+#include "bf16_onednn.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
 // masked builtins (unpack, shuffle, extract), which -Wuninitialized reports at every inlined use.
@@ -35,7 +37,7 @@ std::string compute_type_name(ComputeType type) {
 }
 
 ComputeType auto_compute_type(int64_t weight_bytes) {
-  const bool vector_path = bf16_kernels_compiled().size() > 1;
+  const bool vector_path = bf16_kernel_name(Bf16Kernel::kAuto) != "scalar";
   return vector_path && weight_bytes >= kBf16AutoMinWeightBytes ? ComputeType::kBfloat16
                                                                  : ComputeType::kFloat32;
 }
@@ -49,7 +51,7 @@ uint16_t float_to_bf16(float x) {
 }
 
 Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w) {
-  Bf16Matrix out{w.rows(), w.cols(), {}};
+  Bf16Matrix out{w.rows(), w.cols(), {}, detail::onednn_weights_slot()};
   out.data.resize(size_t(w.rows() * w.cols()));
   for (Index r = 0; r < w.rows(); ++r)
     for (Index c = 0; c < w.cols(); ++c)
@@ -59,7 +61,9 @@ Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w) {
 
 Mat from_bf16(const Bf16Matrix& w) {
   Mat out(w.rows, w.cols);
-  for (Index i = 0; i < out.size(); ++i) out.data()[i] = static_cast<Scalar>(bf16_to_float(w.data[size_t(i)]));
+  const std::vector<uint16_t> unpacked = w.data.empty() && !w.empty() ? detail::onednn_unpack(w) : std::vector<uint16_t>();
+  const uint16_t* values = unpacked.empty() ? w.data.data() : unpacked.data();
+  for (Index i = 0; i < out.size(); ++i) out.data()[i] = static_cast<Scalar>(bf16_to_float(values[i]));
   return out;
 }
 
@@ -302,14 +306,55 @@ void dot_columns(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Inde
 
 std::atomic<Bf16Kernel> auto_kernel{Bf16Kernel::kAuto};  // set_bf16_auto_kernel
 
+/// The widest of anuvad's own paths compiled (kOnednn aside).
+Bf16Kernel widest_own_kernel() {
+  const std::vector<Bf16Kernel> all = bf16_kernels_compiled();
+  return all.back() == Bf16Kernel::kOnednn ? all[all.size() - 2] : all.back();
+}
+
+/// `kernel` checked against the paths available; kAuto → the one set_bf16_auto_kernel set, else
+/// the widest own path (the row rule for oneDNN is pick()'s).
 Bf16Kernel resolve(Bf16Kernel kernel) {
   if (kernel == Bf16Kernel::kAuto) kernel = auto_kernel.load(std::memory_order_relaxed);
   if (kernel != Bf16Kernel::kAuto) {
     for (Bf16Kernel k : bf16_kernels_compiled())
       if (k == kernel) return kernel;
-    throw ConfigError("bf16 kernel " + bf16_kernel_name(kernel) + " is not compiled into this build");
+    throw ConfigError("bf16 kernel " + bf16_kernel_name(kernel) + " is not available in this build");
   }
-  return bf16_kernels_compiled().back();
+  return widest_own_kernel();
+}
+
+/// The path of one product of m rows by w: kAuto (nothing set) hands kOnednnMinRows rows or
+/// more to oneDNN when w has its slot, else resolve().
+Bf16Kernel pick(Bf16Kernel kernel, Index m, const Bf16Matrix& w) {
+  const bool packed_only = w.data.empty() && !w.empty();
+  if (kernel == Bf16Kernel::kAuto && auto_kernel.load(std::memory_order_relaxed) == Bf16Kernel::kAuto &&
+      (m >= kOnednnMinRows || packed_only) && w.onednn)
+    return Bf16Kernel::kOnednn;
+  kernel = resolve(kernel);
+  if (packed_only && kernel != Bf16Kernel::kOnednn)
+    throw ConfigError("bf16 kernel " + bf16_kernel_name(kernel) + ": the weights are packed for oneDNN only");
+  return kernel;
+}
+
+/// y [m, n] = x [m, k]·Wᵀ + bias on oneDNN, kBf16MaxRowsPerCall rows at a time (x rounded to
+/// bfloat16 into a per-thread buffer first). float32 only (the double build has no oneDNN).
+void onednn_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias, Eigen::Ref<Mat> y) {
+  if constexpr (std::is_same_v<Scalar, float>) {
+    thread_local std::vector<uint16_t> rounded;
+    const Index k = w.cols;
+    for (Index r0 = 0; r0 < x.rows(); r0 += kBf16MaxRowsPerCall) {
+      const Index rows = std::min(kBf16MaxRowsPerCall, x.rows() - r0);
+      rounded.resize(size_t(rows * k));
+      for (Index r = 0; r < rows; ++r)
+        for (Index i = 0; i < k; ++i) rounded[size_t(r * k + i)] = float_to_bf16(x(r0 + r, i));
+      detail::onednn_multiply(rounded.data(), rows, w, y.data() + r0 * y.outerStride(), y.outerStride());
+    }
+    if (bias.size() > 0) y.rowwise() += bias.row(0);
+  } else {
+    (void)x, (void)w, (void)bias, (void)y;
+    throw ConfigError("bf16 kernel onednn: float32 only");
+  }
 }
 
 /// y [m, n] += x [m, k]·Wᵀ with the path `kernel` (resolved): the activations interleaved once,
@@ -379,7 +424,11 @@ std::vector<Bf16Kernel> bf16_kernels_compiled() {
 #ifdef __AVX512BF16__
   k.push_back(Bf16Kernel::kAvx512Bf16);
 #endif
+  if (detail::onednn_available()) k.push_back(Bf16Kernel::kOnednn);
   return k;
+}
+
+bool bf16_onednn_available() { return detail::onednn_available();
 }
 
 Bf16Kernel parse_bf16_kernel(const std::string& name) {
@@ -391,7 +440,13 @@ Bf16Kernel parse_bf16_kernel(const std::string& name) {
 
 void set_bf16_auto_kernel(Bf16Kernel kernel) {
   auto_kernel.store(Bf16Kernel::kAuto);
-  auto_kernel.store(resolve(kernel) == bf16_kernels_compiled().back() ? Bf16Kernel::kAuto : kernel);
+  if (kernel != Bf16Kernel::kAuto) auto_kernel.store(resolve(kernel));
+}
+
+void pack_for_onednn_only(Bf16Matrix& w) {
+  if (!w.onednn || w.data.empty() || auto_kernel.load() != Bf16Kernel::kAuto) return;
+  detail::onednn_pack(w);
+  w.data = decltype(w.data)();  // freed, not just cleared
 }
 
 std::string bf16_kernel_name(Bf16Kernel kernel) {
@@ -400,7 +455,11 @@ std::string bf16_kernel_name(Bf16Kernel kernel) {
     case Bf16Kernel::kAvx512: return "avx512";
     case Bf16Kernel::kAvx2: return "avx2";
     case Bf16Kernel::kScalar: return "scalar";
-    default: return bf16_kernel_name(resolve(Bf16Kernel::kAuto));
+    case Bf16Kernel::kOnednn: return "onednn";
+    default:
+      if (auto_kernel.load() == Bf16Kernel::kAuto && detail::onednn_available())
+        return "onednn+" + bf16_kernel_name(widest_own_kernel());
+      return bf16_kernel_name(resolve(Bf16Kernel::kAuto));
   }
 }
 
@@ -412,8 +471,9 @@ void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat&
                      "bf16_affine: [" + std::to_string(m) + "x" + std::to_string(x.cols()) +
                          "]·[" + std::to_string(n) + "x" + std::to_string(k) + "]ᵀ into [" +
                          std::to_string(y.rows()) + "x" + std::to_string(y.cols()) + "]");
-  kernel = resolve(kernel);
+  kernel = pick(kernel, m, w);
   if (m == 0 || n == 0) return;
+  if (kernel == Bf16Kernel::kOnednn) return onednn_affine(x, w, bias, y);
   if (bias.size() > 0) y.rowwise() = bias.row(0); else y.setZero();
   // At most kBf16MaxRowsPerCall rows at a time: a row's result does not depend on the others,
   // and the calling thread's interleaved copy of x stays at most that many rows long.

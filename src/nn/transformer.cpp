@@ -285,17 +285,21 @@ std::vector<Param*> Transformer::product_weights() {
 int64_t Transformer::product_weight_bytes() const {
   int64_t values = 0;
   for (const Param* p : const_cast<Transformer*>(this)->product_weights())
-    values += p->bf16.empty() ? int64_t(p->value.size()) : int64_t(p->bf16.data.size());
+    values += p->bf16.empty() ? int64_t(p->value.size()) : int64_t(p->bf16.rows * p->bf16.cols);
   return 4 * values;
 }
 
 void Transformer::set_compute_type(ComputeType type) {
   if (type == ComputeType::kAuto) type = auto_compute_type(product_weight_bytes());
   if (type == compute_type_) return;
-  for (Param* p : product_weights()) {
+  const std::vector<Param*> weights = product_weights();
+  for (size_t i = 0; i < weights.size(); ++i) {
+    Param* p = weights[i];
     if (type == ComputeType::kBfloat16) {
       p->bf16 = to_bf16(p->value);
       p->value = Mat();  // freed: the heap block is reused by the next (smaller) bf16 copy
+      // Multiplied once per sentence: held once, packed for oneDNN where it multiplies them.
+      if (i >= per_step_weights()) pack_for_onednn_only(p->bf16);
     } else {
       p->value = from_bf16(p->bf16);
       p->bf16 = Bf16Matrix();

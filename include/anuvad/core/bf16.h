@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,10 @@ inline float bf16_to_float(uint16_t h) {
   return f;
 }
 
+namespace detail {
+struct OnednnWeights;  // core/bf16_onednn.h: oneDNN's packed copy of a Bf16Matrix, made on first use
+}
+
 /// A row-major [rows, cols] matrix of bfloat16 values (uint16 upper halves of float32):
 /// Linear weights [out, in], as Mat holds them in float32.
 struct Bf16Matrix {
@@ -61,23 +66,48 @@ struct Bf16Matrix {
   /// build: a 512-bit load of a row whose length is a multiple of 32 never straddles two cache
   /// lines; the kernels load unaligned, so correctness never depends on it)
   std::vector<uint16_t, Eigen::aligned_allocator<uint16_t>> data;
-  bool empty() const { return data.empty(); }
+  /// Set by to_bf16 where the oneDNN path is available (else null): the weights in the blocked
+  /// layout oneDNN's matmul reads, packed by the first product of kOnednnMinRows or more rows
+  /// (thread-safe), so a model that only ever decodes single sentences never holds the copy.
+  /// Copies of the matrix share it; it is never written after packing.
+  std::shared_ptr<detail::OnednnWeights> onednn;
+  /// No matrix (rows or cols 0). `data` alone may be empty after pack_for_onednn_only.
+  bool empty() const { return rows == 0 || cols == 0; }
+  /// Row r of the row-major values; not for a matrix packed by pack_for_onednn_only.
   const uint16_t* row(Index r) const { return data.data() + r * cols; }
 };
 
 /// w [rows, cols] rounded element-wise with float_to_bf16. Never throws (but bad_alloc).
 Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w);
-/// The float32 values of w [rows, cols] (exact widening).
+/// The float32 values of w [rows, cols] (exact widening; from oneDNN's copy when packed only).
 Mat from_bf16(const Bf16Matrix& w);
+/// For weights multiplied once per sentence (the encoder's, the cross-attention K/V
+/// projections: on the sentence's source rows, where oneDNN's per-call cost does not matter):
+/// when bf16_affine's kAuto uses oneDNN (available, and no set_bf16_auto_kernel choice), packs
+/// w for oneDNN now and frees its row-major copy, so every product by it runs on oneDNN,
+/// whatever its row count, and the model holds it once (base: 38 MB less than both copies).
+/// A no-op otherwise. Never throws but bad_alloc (ConfigError if oneDNN fails).
+void pack_for_onednn_only(Bf16Matrix& w);
 
-/// The code paths of bf16_affine: kAuto picks the last one compiled (AVX-512 BF16 dot products,
-/// then AVX-512F, then AVX2 with FMA, then scalar C++); the others are for tests and
-/// benchmarks. kAvx512Bf16 rounds the activations to bfloat16 (the others keep them float32).
-enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
-/// The paths compiled into this build (kScalar always; kAvx2 under __AVX2__ and __FMA__;
-/// kAvx512 under __AVX512F__; kAvx512Bf16 under __AVX512BF16__), narrowest first.
+/// The code paths of bf16_affine. kAuto picks, for products of kOnednnMinRows rows or more,
+/// kOnednn where available, and otherwise the widest of anuvad's own paths compiled (AVX-512
+/// BF16 dot products, then AVX-512F, then AVX2 with FMA, then scalar C++); the others are for
+/// tests and benchmarks. kAvx512Bf16 and kOnednn round the activations to bfloat16 (the others
+/// keep them float32). kOnednn is oneDNN's matmul (its "brgemm" AVX-512 BF16 kernels) on
+/// weights it packed itself (Bf16Matrix::onednn).
+enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16, kOnednn };
+/// The paths available in this build on this CPU, narrowest first: kScalar always; kAvx2 under
+/// __AVX2__ and __FMA__; kAvx512 under __AVX512F__; kAvx512Bf16 under __AVX512BF16__; kOnednn
+/// last when the build links oneDNN (ANUVAD_ONEDNN) and oneDNN finds AVX-512 BF16 on this CPU.
 std::vector<Bf16Kernel> bf16_kernels_compiled();
-/// "avx512bf16", "avx512", "avx2" or "scalar"; kAuto names the path it picks.
+/// Whether bf16_kernels_compiled() holds kOnednn.
+bool bf16_onednn_available();
+/// Rows from which kAuto hands a product to oneDNN (when available): below them anuvad's own
+/// kernels were faster or equal on the small and base shapes (1 row: 34 vs 24 GFLOP/s at
+/// 256×256; 4 rows: 61-157 vs 73-312), from them on oneDNN was 1.2-2.6x faster.
+inline constexpr Index kOnednnMinRows = 4;
+/// "onednn", "avx512bf16", "avx512", "avx2" or "scalar"; kAuto names the paths it picks, e.g.
+/// "onednn+avx512bf16" (oneDNN from kOnednnMinRows rows, the own path below).
 std::string bf16_kernel_name(Bf16Kernel kernel);
 /// The path named `name` (a bf16_kernel_name, or "auto"). Throws ConfigError naming `name` when
 /// it is unknown or not compiled into this build.
@@ -99,17 +129,20 @@ inline constexpr Index kBf16MaxRowsPerCall = 256;
 /// y = x·Wᵀ + b with bfloat16 weights: x [m, k] float32 activations, w [n, k] (a Linear weight
 /// [out, in]), bias [1, n] (or empty: no bias), y [m, n] overwritten; x and y row-major blocks
 /// with unit inner stride (rows of larger matrices are fine). Each output is a float32 sum over
-/// k of x·widen(w) (kAvx512Bf16: bf16(x)·widen(w)), in the same order for every m and thread
-/// count (AVX-512 paths: 16 partial sums; AVX2: 8; scalar: 1), so a row's result does not
-/// depend on the other rows. Called outside a parallel region with at least
-/// kBf16SplitMinMultiplyAdds multiply-adds, the output columns are split across
-/// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme); inside one of
-/// anuvad's parallel regions it runs on the calling thread. Used for every row count (so a
-/// row's result never depends on its batch): on the base decoder's products, one thread, it
-/// made 16 GMAC/s at 1 row (float32 Eigen GEMV: 7.4), 21 at 4 rows, and 50 at 32 rows (a
-/// thread's share of batch 64), against 43 for float32 OpenBLAS and 29 for widening 128-column
-/// blocks of W to float32 for OpenBLAS (tests/bench/README.md, "bfloat16 weights"). Throws
-/// ShapeError on a size mismatch, ConfigError for a kernel not compiled into this build.
+/// k of x·widen(w) (kAvx512Bf16, kOnednn: bf16(x)·widen(w)). anuvad's own paths sum in the same
+/// order for every m and thread count (AVX-512: 16 partial sums; AVX2: 8; scalar: 1), so on
+/// them a row's result does not depend on the other rows; kAuto runs products of
+/// kOnednnMinRows rows or more on oneDNN where available, so there a sentence's numbers in a
+/// batch can differ in the last bits from the same sentence alone (as float32 products of 16
+/// rows or more run on OpenBLAS, core/gemm.h). Called outside a parallel region with at least
+/// kBf16SplitMinMultiplyAdds multiply-adds, the own paths split the output columns across
+/// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme) and oneDNN
+/// runs on as many (its OpenMP build shares the pool); inside one of anuvad's parallel regions
+/// either runs on the calling thread. On the base decoder's products, one thread, the own
+/// AVX-512 BF16 path made 16 GMAC/s at 1 row (float32 Eigen GEMV: 7.4), 21 at 4 rows, and 50 at
+/// 32 rows, against 43 for float32 OpenBLAS (tests/bench/README.md, "bfloat16 weights"); oneDNN
+/// made 1.4-1.9x the own path's rate at 4-256 rows (2 threads). Throws ShapeError on a size
+/// mismatch, ConfigError for a kernel not available in this build.
 void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias,
                  Eigen::Ref<Mat> y, Bf16Kernel kernel = Bf16Kernel::kAuto);
 

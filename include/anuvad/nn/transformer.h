@@ -189,12 +189,14 @@ class Transformer {
   /// projection (the target embedding when tied, whose rows are then looked up in bfloat16 too)
   /// and frees their float32 copies, so the model holds less memory; their products run
   /// bf16_affine. Biases, LayerNorms, the source embedding and an untied target embedding stay
-  /// float32. kFloat32 widens them back (the rounded values stay rounded).
+  /// float32. Where bf16_affine uses oneDNN, the weights multiplied once per sentence (the
+  /// encoder's, the cross-attention K/V projections) are held only in oneDNN's packed layout
+  /// (pack_for_onednn_only). kFloat32 widens them back (the rounded values stay rounded).
   /// kAuto stands for auto_compute_type(product_weight_bytes()), and compute_type() then
   /// returns what it stood for.
   /// For translation and scoring only: backward then throws ShapeError and a bfloat16 model
-  /// cannot be saved. Throws nothing itself but bad_alloc (then some weights may be converted
-  /// and others not: discard the model).
+  /// cannot be saved. Throws nothing itself but bad_alloc, or ConfigError if oneDNN fails (then
+  /// some weights may be converted and others not: discard the model).
   void set_compute_type(ComputeType type);
   ComputeType compute_type() const { return compute_type_; }
   /// float32 bytes of the weight matrices set_compute_type converts (4 per value).
@@ -243,8 +245,11 @@ class Transformer {
   void decode_rows(const std::vector<int32_t>& tokens, DecoderState& state, int r0, int n,
                    DecoderWorkspace& ws, Mat& logits) const;
 
-  /// The parameters set_compute_type converts: every Linear weight and the output projection.
+  /// The parameters set_compute_type converts: every Linear weight and the output projection;
+  /// the first per_step_weights() of them are read every decoding step, the others once per
+  /// sentence (the encoder's, the cross-attention K/V projections).
   std::vector<Param*> product_weights();
+  size_t per_step_weights() const { return decoder_.size() * 8 + 1; }
 
   ModelConfig cfg_;
   ComputeType compute_type_ = ComputeType::kFloat32;
