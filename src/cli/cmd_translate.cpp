@@ -322,7 +322,8 @@ LoadedModels load_models(const ModelOptions& o) {
   } catch (const ConfigError& e) {
     throw ConfigError(std::string("--compute-type: ") + e.what());
   }
-  if (compute_type == ComputeType::kBfloat16 && bf16_kernel_name(Bf16Kernel::kAuto) == "scalar")
+  const std::string kernel = bf16_kernel_name(Bf16Kernel::kAuto);  // e.g. "onednn+scalar"
+  if (compute_type == ComputeType::kBfloat16 && kernel.size() >= 6 && kernel.compare(kernel.size() - 6, 6, "scalar") == 0)
     spdlog::warn("--compute-type bfloat16: this build has no AVX2 or AVX-512 bfloat16 kernel (a "
                  "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
                  "than float32");

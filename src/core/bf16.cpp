@@ -36,12 +36,6 @@ std::string compute_type_name(ComputeType type) {
   }
 }
 
-ComputeType auto_compute_type(int64_t weight_bytes) {
-  const bool vector_path = bf16_kernel_name(Bf16Kernel::kAuto) != "scalar";
-  return vector_path && weight_bytes >= kBf16AutoMinWeightBytes ? ComputeType::kBfloat16
-                                                                 : ComputeType::kFloat32;
-}
-
 uint16_t float_to_bf16(float x) {
   uint32_t u;
   std::memcpy(&u, &x, sizeof u);
@@ -308,8 +302,11 @@ std::atomic<Bf16Kernel> auto_kernel{Bf16Kernel::kAuto};  // set_bf16_auto_kernel
 
 /// The widest of anuvad's own paths compiled (kOnednn aside).
 Bf16Kernel widest_own_kernel() {
-  const std::vector<Bf16Kernel> all = bf16_kernels_compiled();
-  return all.back() == Bf16Kernel::kOnednn ? all[all.size() - 2] : all.back();
+  static const Bf16Kernel widest = [] {
+    const std::vector<Bf16Kernel> all = bf16_kernels_compiled();
+    return all.back() == Bf16Kernel::kOnednn ? all[all.size() - 2] : all.back();
+  }();
+  return widest;
 }
 
 /// `kernel` checked against the paths available; kAuto → the one set_bf16_auto_kernel set, else
@@ -339,8 +336,9 @@ Bf16Kernel pick(Bf16Kernel kernel, Index m, const Bf16Matrix& w) {
 
 /// y [m, n] = x [m, k]·Wᵀ + bias on oneDNN, kBf16MaxRowsPerCall rows at a time (x rounded to
 /// bfloat16 into a per-thread buffer first). float32 only (the double build has no oneDNN).
-void onednn_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias, Eigen::Ref<Mat> y) {
-  if constexpr (std::is_same_v<Scalar, float>) {
+template <class X, class Y>  // Eigen::Ref<const Mat>, Eigen::Ref<Mat>: a template, so that the
+void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // double build discards the body
+  if constexpr (std::is_same_v<typename X::Scalar, float>) {
     thread_local std::vector<uint16_t> rounded;
     const Index k = w.cols;
     for (Index r0 = 0; r0 < x.rows(); r0 += kBf16MaxRowsPerCall) {
@@ -428,7 +426,13 @@ std::vector<Bf16Kernel> bf16_kernels_compiled() {
   return k;
 }
 
-bool bf16_onednn_available() { return detail::onednn_available();
+bool bf16_onednn_available() { return detail::onednn_available(); }
+
+ComputeType auto_compute_type(int64_t weight_bytes) {
+  // A vector path of our own: oneDNN only takes products of kOnednnMinRows rows or more.
+  const bool vector_path = widest_own_kernel() != Bf16Kernel::kScalar;
+  return vector_path && weight_bytes >= kBf16AutoMinWeightBytes ? ComputeType::kBfloat16
+                                                                 : ComputeType::kFloat32;
 }
 
 Bf16Kernel parse_bf16_kernel(const std::string& name) {

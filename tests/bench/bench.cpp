@@ -7,7 +7,7 @@
 //                [--steps N] [--warmup N] [--bs1-sentences N] [--seed 1234] [--norm post|pre]
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
 //                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16|auto]
-//                [--bf16-kernel auto|avx512bf16|avx512|avx2|scalar]
+//                [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]
 //
 // Modes (run each in its own process so that peak RSS, VmHWM of /proc/self/status, is its own):
 //   train                 forward + backward + Adam on batches of 32 random sentence pairs,
@@ -39,10 +39,10 @@
 // (untimed, after peak RSS is read) and report the token agreement; --check 0 skips that (for
 // profiling). Decoding modes: 64 random sources of 10–14 tokens (EOS included); batch 1 decodes the first
 // --bs1-sentences of them (tiny/small 64, base 16, as torch_ref). tokens/s = generated tokens /
-// wall time, encoder included. --compute-type bfloat16 (decoding modes): the decoder's step
-// weights and output projection rounded to bfloat16 after initialisation, as `anuvad translate
-// --compute-type bfloat16` (Transformer::set_compute_type); --bf16-kernel picks the product's
-// path (default: the widest compiled, env.bf16_kernel in the output). Model: post-norm, dropout 0.1 on embeddings, residual branches,
+// wall time, encoder included. --compute-type bfloat16 (decoding modes): every weight matrix
+// rounded to bfloat16 after initialisation, as `anuvad translate --compute-type bfloat16`
+// (Transformer::set_compute_type); --bf16-kernel picks the product's path (default auto: oneDNN
+// from 4 rows where available, the widest own path below; env.bf16_kernel in the output). Model: post-norm, dropout 0.1 on embeddings, residual branches,
 // attention weights and the FFN hidden layer (as nn.Transformer*Layer), untied generator.
 #include <omp.h>
 
@@ -99,7 +99,7 @@ struct Args {
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
                "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S] "
-               "[--compute-type float32|bfloat16|auto] [--bf16-kernel auto|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
+               "[--compute-type float32|bfloat16|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
   std::exit(2);
