@@ -130,7 +130,7 @@ add_test(NAME cli.compute_type_auto
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.compute_type_auto PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model
-  PASS_REGULAR_EXPRESSION "^decoding: --compute-type auto = (bfloat16 for models of at least 8 MiB of weight matrices, float32 below \\(bfloat16 kernel [a-z0-9]+\\)|float32 \\(this build's bfloat16 kernel is scalar\\))\nsmall model: auto = float32, bfloat16 = bfloat16\n$"
+  PASS_REGULAR_EXPRESSION "^decoding: --compute-type auto = (bfloat16 for models of at least 8 MiB of weight matrices, float32 below \\(bfloat16 kernel [a-z0-9+]+\\)|float32 \\(this build's bfloat16 kernel is scalar\\))\nsmall model: auto = float32, bfloat16 = bfloat16\n$"
   LABELS cli
   TIMEOUT 30)
 foreach(command translate score evaluate)
