@@ -153,8 +153,9 @@ void onednn_multiply(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, 
     // The activations padded with zero rows; the results straight into y when it is [rows, n].
     thread_local std::vector<uint16_t> x_rows;
     thread_local std::vector<float> y_rows;
-    x_rows.assign(size_t(rows * k), 0);
+    x_rows.resize(size_t(rows * k));
     std::memcpy(x_rows.data(), x, size_t(m * k) * sizeof(uint16_t));
+    std::fill(x_rows.begin() + m * k, x_rows.end(), uint16_t(0));
     const bool direct = rows == m && ldy == n;  // y itself is the primitive's [rows, n] output
     if (!direct) y_rows.resize(size_t(rows * n));
     const dnnl::memory src(rows_desc(rows, k, dt::bf16), engine(), x_rows.data());
