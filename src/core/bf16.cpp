@@ -149,6 +149,15 @@ struct Avx512Path {
 
 using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 
+/// out [m, k] (row-major) = float_to_bf16 of the rows of x [m, k] (stride ldx): the activations
+/// of the two dot-product paths (kAvx512Bf16, kOnednn).
+template <class Alloc>
+void round_rows(const float* x, Index ldx, Index m, Index k, std::vector<uint16_t, Alloc>& out) {
+  out.resize(size_t(m * k));
+  for (Index r = 0; r < m; ++r)
+    for (Index i = 0; i < k; ++i) out[size_t(r * k + i)] = float_to_bf16(x[r * ldx + i]);
+}
+
 /// out [m, k] = the rows of x [m, k] (stride ldx) with each block of 2·width values reordered
 /// as its even-indexed then its odd-indexed values; the k mod 2·width tail as it is.
 void interleave_rows(const float* x, Index ldx, Index m, Index k, Index width, AlignedFloats& out) {
@@ -343,9 +352,7 @@ void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // 
     const Index k = w.cols;
     for (Index r0 = 0; r0 < x.rows(); r0 += kBf16MaxRowsPerCall) {
       const Index rows = std::min(kBf16MaxRowsPerCall, x.rows() - r0);
-      rounded.resize(size_t(rows * k));
-      for (Index r = 0; r < rows; ++r)
-        for (Index i = 0; i < k; ++i) rounded[size_t(r * k + i)] = float_to_bf16(x(r0 + r, i));
+      round_rows(x.data() + r0 * x.outerStride(), x.outerStride(), rows, k, rounded);
       detail::onednn_multiply(rounded.data(), rows, w, y.data() + r0 * y.outerStride(), y.outerStride());
     }
     if (bias.size() > 0) y.rowwise() += bias.row(0);
@@ -365,9 +372,7 @@ void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // 
   thread_local AlignedFloats interleaved;
   thread_local std::vector<uint16_t, Eigen::aligned_allocator<uint16_t>> rounded;
   if (kernel == Bf16Kernel::kAvx512Bf16) {
-    rounded.resize(size_t(m * w.cols));
-    for (Index r = 0; r < m; ++r)
-      for (Index i = 0; i < w.cols; ++i) rounded[size_t(r * w.cols + i)] = float_to_bf16(x[r * ldx + i]);
+    round_rows(x, ldx, m, w.cols, rounded);
   } else {
     interleave_rows(x, ldx, m, w.cols, width, interleaved);
   }

@@ -69,16 +69,16 @@ struct Primitive {
   dnnl::memory::desc scratch;
 };
 const Primitive& primitive(Index rows, Index k, Index n) {
-  const dnnl::memory::desc weights = packed_weights_desc(k, n);
   static std::mutex mutex;
   static std::map<std::tuple<Index, Index, Index>, Primitive> primitives;
   const std::lock_guard<std::mutex> lock(mutex);
   auto it = primitives.find({rows, k, n});
-  if (it == primitives.end()) {
+  if (it == primitives.end()) {  // a miss only: a decoding step takes this one lock
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(rows_desc(rows, k, dt::bf16), weights, rows_desc(rows, n, dt::f32)), attr, engine());
+        dnnl::matmul::desc(rows_desc(rows, k, dt::bf16), packed_weights_desc(k, n), rows_desc(rows, n, dt::f32)),
+        attr, engine());
     it = primitives.emplace(std::make_tuple(rows, k, n), Primitive{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
   }
   return it->second;
