@@ -119,7 +119,7 @@ set_tests_properties(cli.score_tiny_bfloat16 PROPERTIES
   LABELS cli
   TIMEOUT 20)
 anuvad_cli_test(translate_bad_compute_type
-  "^anuvad: error: --compute-type: compute type 'bf17' is not auto, float32 or bfloat16\nanuvad exit status 1 end"
+  "^anuvad: error: --compute-type: compute type 'bf17' is not auto, float32, bfloat16 or int8\nanuvad exit status 1 end"
   translate --compute-type bf17 hello)
 # The default, --compute-type auto, is float32 for a model as small as the CLI fixture (below
 # kBf16AutoMinWeightBytes) in every build, and evaluate's JSON records that resolved type; an

@@ -17,6 +17,7 @@
 #include "anuvad/decode/decode.h"
 #include "anuvad/decode/translator.h"
 #include "anuvad/core/bf16.h"
+#include "anuvad/core/int8.h"
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
 #include "anuvad/io/model_file.h"
@@ -307,7 +308,9 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "native build; `anuvad --version` says), float32 otherwise (smaller models "
                   "translate as fast or faster in float32). "
                   "On the models tried, sentence log-probabilities moved by up to 0.09 nats "
-                  "(0.5 %) and dev chrF2 by -0.08 to +0.21")
+                  "(0.5 %) and dev chrF2 by -0.08 to +0.21. int8: every such matrix quantized per "
+                  "output row to 8 bits and each product's activations per row (a quarter of the "
+                  "float32 bytes; AVX-512 VNNI; never chosen by auto)")
       ->capture_default_str();  // checked by load_models: a one-line anuvad error
 }
 
@@ -327,6 +330,9 @@ LoadedModels load_models(const ModelOptions& o) {
     spdlog::warn("--compute-type bfloat16: this build has no AVX2 or AVX-512 bfloat16 kernel (a "
                  "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
                  "than float32");
+  if (compute_type == ComputeType::kInt8 && int8_kernel_name(Int8Kernel::kAuto) == "scalar")
+    spdlog::warn("--compute-type int8: this build has no AVX-512 VNNI kernel (a portable build, "
+                 "or a CPU without it), so it runs a scalar one, several times slower than float32");
   std::vector<TranslationModel> models;
   std::vector<const Transformer*> nets;
   for (const std::string& path : paths) {

@@ -25,13 +25,15 @@ ComputeType parse_compute_type(const std::string& name) {
   if (name == "float32") return ComputeType::kFloat32;
   if (name == "bfloat16") return ComputeType::kBfloat16;
   if (name == "auto") return ComputeType::kAuto;
-  throw ConfigError("compute type '" + name + "' is not auto, float32 or bfloat16");
+  if (name == "int8") return ComputeType::kInt8;
+  throw ConfigError("compute type '" + name + "' is not auto, float32, bfloat16 or int8");
 }
 
 std::string compute_type_name(ComputeType type) {
   switch (type) {
     case ComputeType::kBfloat16: return "bfloat16";
     case ComputeType::kAuto: return "auto";
+    case ComputeType::kInt8: return "int8";
     default: return "float32";
   }
 }

@@ -6,6 +6,7 @@
 #include "anuvad/core/bf16.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
+#include "anuvad/core/int8.h"
 
 namespace anuvad {
 
@@ -27,6 +28,7 @@ void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) con
                      weight.name + ": input has " + std::to_string(x.cols()) +
                          " features, expected " + std::to_string(weight.cols()));
   if (!weight.bf16.empty()) return bf16_affine(x, weight.bf16, bias.value, y);  // checks y
+  if (!weight.int8.empty()) return int8_affine(x, weight.int8, bias.value, y);
   affine_into(x, weight.value, bias.value, y);  // checks the output block
 }
 
@@ -57,7 +59,7 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
 
 void Linear::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x, Mat& dx,
                       bool accumulate) const {
-  ANUVAD_CHECK_SHAPE(weight.bf16.empty(), weight.name + ": backward on bfloat16 weights");
+  ANUVAD_CHECK_SHAPE(weight.is_float(), weight.name + ": backward on bfloat16 or int8 weights");
   affine_backward(dy, x, weight.value, weight.grad_acc(), bias.grad_acc(), dx, accumulate);
 }
 
@@ -190,6 +192,12 @@ void Embedding::add_row(int32_t id, Scalar scale, const Scalar* pe, Scalar* dst)
   const Index d = weight.cols();
   Eigen::Map<RowVec> out(dst, d);
   const Eigen::Map<const RowVec> p(pe, d);
+  if (!weight.int8.empty()) {  // a tied output projection in int8: its row dequantized
+    const int8_t* q = weight.int8.row(id);
+    const float s = weight.int8.scale[size_t(id)];
+    for (Index i = 0; i < d; ++i) dst[i] = static_cast<Scalar>(float(q[i]) * s) * scale + pe[i];
+    return;
+  }
   if (weight.bf16.empty()) {
     out = weight.value.row(id) * scale + p;  // element-wise: dst may be pe
     return;
@@ -223,7 +231,7 @@ void Embedding::forward(const TokenIds& ids, const Packing& rows, Mat& out, cons
 
 void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids, const Mat& word_drop) const {
   // forward: out[r] = E[id_r]·√D·m_r + PE[pos_r]  ⇒  dE[id_r] += dout[r]·√D·m_r
-  ANUVAD_CHECK_SHAPE(weight.bf16.empty(), weight.name + ": backward on bfloat16 weights");
+  ANUVAD_CHECK_SHAPE(weight.is_float(), weight.name + ": backward on bfloat16 or int8 weights");
   Mat& grad = weight.grad_acc();
   if (word_drop.size() == 0) {
     for (Index r = 0; r < dout.rows(); ++r) grad.row(ids[r]) += dout.row(r) * scale_;

@@ -285,7 +285,7 @@ std::vector<Param*> Transformer::product_weights() {
 int64_t Transformer::product_weight_bytes() const {
   int64_t values = 0;
   for (const Param* p : const_cast<Transformer*>(this)->product_weights())
-    values += p->bf16.empty() ? int64_t(p->value.size()) : int64_t(p->bf16.rows * p->bf16.cols);
+    values += int64_t(p->rows()) * int64_t(p->cols());
   return 4 * values;
 }
 
@@ -295,14 +295,18 @@ void Transformer::set_compute_type(ComputeType type) {
   const std::vector<Param*> weights = product_weights();
   for (size_t i = 0; i < weights.size(); ++i) {
     Param* p = weights[i];
+    if (!p->bf16.empty()) p->value = from_bf16(p->bf16);  // back to float32 first
+    if (!p->int8.empty()) p->value = from_int8(p->int8);
+    p->bf16 = Bf16Matrix();
+    p->int8 = Int8Matrix();
     if (type == ComputeType::kBfloat16) {
       p->bf16 = to_bf16(p->value);
       p->value = Mat();  // freed: the heap block is reused by the next (smaller) bf16 copy
       // Multiplied once per sentence: held once, packed for oneDNN where it multiplies them.
       if (i >= per_step_weights()) pack_for_onednn_only(p->bf16);
-    } else {
-      p->value = from_bf16(p->bf16);
-      p->bf16 = Bf16Matrix();
+    } else if (type == ComputeType::kInt8) {
+      p->int8 = to_int8(p->value);
+      p->value = Mat();
     }
   }
   compute_type_ = type;
@@ -343,6 +347,7 @@ void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<M
   ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->rows(),
                      "output_projection: logits must be [N, V]");
   if (!out_weight_->bf16.empty()) return bf16_affine(h, out_weight_->bf16, out_bias_->value, logits);
+  if (!out_weight_->int8.empty()) return int8_affine(h, out_weight_->int8, out_bias_->value, logits);
   affine_into(h, out_weight_->value, out_bias_->value, logits);
 }
 
@@ -381,7 +386,7 @@ void Transformer::forward(const Batch& b, const DropoutContext& dctx, ForwardCac
 void Transformer::backward(const Batch& b, const Mat& dlogits, const ForwardCache& cache,
                            const GradientsFinal& final) const {
   ANUVAD_CHECK_SHAPE(!cache.inference, "backward: the forward pass ran in inference mode");
-  ANUVAD_CHECK_SHAPE(compute_type_ == ComputeType::kFloat32, "backward: the model's weights are bfloat16");
+  ANUVAD_CHECK_SHAPE(compute_type_ == ComputeType::kFloat32, "backward: the model's weights are bfloat16 or int8");
   const auto done = [&final](size_t first) {
     if (final) final(first);
   };

@@ -6,7 +6,7 @@
 //   anuvad_bench --config tiny|small|base --mode MODE [--threads 2] [--repeats 3]
 //                [--steps N] [--warmup N] [--bs1-sentences N] [--seed 1234] [--norm post|pre]
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
-//                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16|auto]
+//                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16|int8|auto]
 //                [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]
 //
 // Modes (run each in its own process so that peak RSS, VmHWM of /proc/self/status, is its own):
@@ -99,7 +99,7 @@ struct Args {
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
                "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S] "
-               "[--compute-type float32|bfloat16|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
+               "[--compute-type float32|bfloat16|int8|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
   std::exit(2);

@@ -19,13 +19,14 @@
 namespace anuvad {
 
 /// Precision in which translation reads its weight matrices (CTranslate2's compute_type);
-/// kAuto picks one per model (auto_compute_type). Training always runs in float32.
-enum class ComputeType { kFloat32, kBfloat16, kAuto };
+/// kAuto picks one per model (auto_compute_type; never kInt8). kInt8 is core/int8.h's
+/// per-row quantization. Training always runs in float32.
+enum class ComputeType { kFloat32, kBfloat16, kAuto, kInt8 };
 
-/// "float32", "bfloat16" or "auto" → that ComputeType. Throws ConfigError naming the value
-/// otherwise.
+/// "float32", "bfloat16", "int8" or "auto" → that ComputeType. Throws ConfigError naming the
+/// value otherwise.
 ComputeType parse_compute_type(const std::string& name);
-/// The name parse_compute_type accepts: "float32", "bfloat16" or "auto".
+/// The name parse_compute_type accepts: "float32", "bfloat16", "int8" or "auto".
 std::string compute_type_name(ComputeType type);
 
 /// float32 bytes of weight matrices from which "auto" picks bfloat16: about what the two cores'

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "anuvad/core/bf16.h"
+#include "anuvad/core/int8.h"
 #include "anuvad/core/tensor.h"
 
 namespace anuvad {
@@ -17,17 +18,20 @@ namespace anuvad {
 /// (PyTorch) shape written to the model file: {out, in} for a Linear weight, {n} for a bias or
 /// LayerNorm vector (stored as a [1, n] row). `grad` is allocated lazily (empty until the first
 /// zero_grad() or backward pass), so a model that only translates holds no gradient memory.
-/// A weight read every decoding step may instead live in `bf16` (Transformer::set_compute_type):
-/// then `value` is empty and `shape` still gives the size.
+/// A weight read every decoding step may instead live in `bf16` or `int8`
+/// (Transformer::set_compute_type): then `value` is empty and `shape` still gives the size.
 struct Param {
   std::string name;
   std::vector<int64_t> shape;
   Mat value;
   Mat grad;
   Bf16Matrix bf16;  ///< [rows, cols] rounded copy replacing `value` when not empty
-  /// Rows and columns of the parameter (of `value` or `bf16`, whichever holds it).
-  Index rows() const { return bf16.empty() ? value.rows() : bf16.rows; }
-  Index cols() const { return bf16.empty() ? value.cols() : bf16.cols; }
+  Int8Matrix int8;  ///< [rows, cols] quantized copy replacing `value` when not empty
+  /// Rows and columns of the parameter (of `value`, `bf16` or `int8`, whichever holds it).
+  Index rows() const { return !bf16.empty() ? bf16.rows : !int8.empty() ? int8.rows : value.rows(); }
+  Index cols() const { return !bf16.empty() ? bf16.cols : !int8.empty() ? int8.cols : value.cols(); }
+  /// Whether the weight is held in float32 (`value`), as training needs it.
+  bool is_float() const { return bf16.empty() && int8.empty(); }
   /// The gradient for accumulation (+=): allocated as zeros of value's shape when empty.
   Mat& grad_acc() {
     if (grad.rows() != value.rows() || grad.cols() != value.cols())

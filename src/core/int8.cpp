@@ -1,0 +1,242 @@
+// int8 quantization and the product x·Wᵀ on int8 weights (see include/anuvad/core/int8.h).
+// Two paths compute the same exact int32 sums: plain C++, and AVX-512 VNNI (VPDPBUSD: 64
+// unsigned-by-signed byte products per instruction, summed 4 at a time into 16 int32 lanes).
+#include "anuvad/core/int8.h"
+
+#include <immintrin.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+
+#include "anuvad/core/error.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_* as the unused merge source of their masked
+// builtins, which -Wuninitialized reports at every inlined use (as in bf16.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+namespace anuvad {
+
+namespace {
+
+/// Largest k for which no int32 sum can overflow: |Σ u·q| ≤ k·255·127 < 2^31.
+constexpr Index kInt8MaxCols = 65536;
+
+Index padded(Index cols) { return (cols + kInt8Block - 1) / kInt8Block * kInt8Block; }
+
+/// The activations of one product: rows of x quantized to u8 (zero point 128), padded to the
+/// weights' stride, and each row's scale (NaN for a row holding a NaN or an infinity).
+struct QuantizedRows {
+  std::vector<uint8_t, Eigen::aligned_allocator<uint8_t>> u;  // [m, stride]
+  std::vector<float> scale;                                   // [m]
+};
+
+/// u = nearbyint(x·(127/amax)) + 128 (round half to even) for `k` values of one row, and the
+/// padding to `stride` with 128 (= 0); returns the row's scale amax/127 (NaN if not finite, 0
+/// for an all-zero row, whose u are all 128).
+template <class T>
+float quantize_row(const T* x, Index k, Index stride, uint8_t* u) {
+  float amax = 0.0f;
+  for (Index i = 0; i < k; ++i) amax = std::max(amax, std::abs(static_cast<float>(x[i])));
+  for (Index i = 0; i < k; ++i)  // a NaN compares false above: look for it here
+    if (!std::isfinite(static_cast<float>(x[i]))) amax = std::numeric_limits<float>::quiet_NaN();
+  if (!(amax > 0.0f) || !std::isfinite(amax)) {
+    std::fill(u, u + stride, uint8_t(128));
+    return std::isnan(amax) ? amax : 0.0f;
+  }
+  const float inv = 127.0f / amax;
+  Index i = 0;
+#ifdef __AVX512F__
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 vinv = _mm512_set1_ps(inv);
+    const __m512i shift = _mm512_set1_epi32(128);
+    for (; i + 16 <= k; i += 16) {  // cvtps rounds half to even, as nearbyint below
+      const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(u + i), _mm512_cvtepi32_epi8(_mm512_add_epi32(q, shift)));
+    }
+  }
+#endif
+  for (; i < k; ++i) u[i] = uint8_t(int(std::nearbyint(static_cast<float>(x[i]) * inv)) + 128);
+  std::fill(u + k, u + stride, uint8_t(128));
+  return amax / 127.0f;
+}
+
+template <class T>
+void quantize_rows(const T* x, Index ldx, Index m, Index k, Index stride, QuantizedRows& q) {
+  q.u.resize(size_t(m * stride));
+  q.scale.resize(size_t(m));
+  for (Index r = 0; r < m; ++r) q.scale[size_t(r)] = quantize_row(x + r * ldx, k, stride, q.u.data() + r * stride);
+}
+
+/// The output of one row and column from its exact sum.
+template <class T>
+inline T finish(int32_t sum, float x_scale, const Int8Matrix& w, Index c, const T* bias) {
+  const float v = float(sum - 128 * w.row_sum[size_t(c)]) * (x_scale * w.scale[size_t(c)]);
+  return static_cast<T>(v) + (bias ? bias[c] : T(0));
+}
+
+/// Output columns c0..c1 of m quantized rows, plain C++.
+template <class T>
+void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
+                    Index ldy, Index c0, Index c1) {
+  for (Index r = 0; r < m; ++r) {
+    const uint8_t* u = q.u.data() + r * w.stride;
+    for (Index c = c0; c < c1; ++c) {
+      const int8_t* wc = w.row(c);
+      int32_t sum = 0;
+      for (Index i = 0; i < w.stride; ++i) sum += int32_t(u[i]) * int32_t(wc[i]);
+      y[r * ldy + c] = finish(sum, q.scale[size_t(r)], w, c, bias);
+    }
+  }
+}
+
+#ifdef __AVX512VNNI__
+/// R rows × C columns: 16 int32 lanes per output, one VPDPBUSD per 64 bytes of k.
+template <int R, int C, class T>
+void vnni_tile(const uint8_t* u, const float* x_scale, const Int8Matrix& w, Index c, const T* bias,
+               T* y, Index ldy) {
+  const Index k = w.stride;
+  const int8_t* wc = w.row(c);
+  __m512i acc[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j) acc[r][j] = _mm512_setzero_si512();
+  for (Index i = 0; i < k; i += kInt8Block) {
+    __m512i xv[R];
+    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(u + r * k + i);
+    for (int j = 0; j < C; ++j) {
+      __builtin_prefetch(wc + (C + j) * k + i);  // the next tile's line (harmless past the end)
+      const __m512i wv = _mm512_loadu_si512(wc + j * k + i);
+      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[r], wv);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < C; ++j)
+      y[r * ldy + c + j] = finish(_mm512_reduce_add_epi32(acc[r][j]), x_scale[r], w, c + j, bias);
+}
+
+/// `n_rows` rows in tiles of R, the remainder in smaller tiles.
+template <int R, int C, class T>
+void vnni_row_tiles(const uint8_t* u, const float* x_scale, Index n_rows, const Int8Matrix& w,
+                    Index c, const T* bias, T* y, Index ldy) {
+  Index r = 0;
+  for (; r + R <= n_rows; r += R)
+    vnni_tile<R, C>(u + r * w.stride, x_scale + r, w, c, bias, y + r * ldy, ldy);
+  if constexpr (R > 1)
+    if (r < n_rows) vnni_row_tiles<R - 1, C>(u + r * w.stride, x_scale + r, n_rows - r, w, c, bias, y + r * ldy, ldy);
+}
+
+/// Output columns c0..c1 in blocks of 32 rows (reread from L2 across the column tiles) and
+/// tiles of 4 columns (their weight rows stay in L1 across the row tiles).
+template <class T>
+void vnni_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
+                  Index ldy, Index c0, Index c1) {
+  constexpr Index kRowBlock = 32;
+  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
+    const Index rows = std::min(kRowBlock, m - r0);
+    const uint8_t* u = q.u.data() + r0 * w.stride;
+    const float* s = q.scale.data() + r0;
+    Index c = c0;
+    for (; c + 4 <= c1; c += 4) vnni_row_tiles<4, 4>(u, s, rows, w, c, bias, y + r0 * ldy, ldy);
+    for (; c < c1; ++c) vnni_row_tiles<4, 1>(u, s, rows, w, c, bias, y + r0 * ldy, ldy);
+  }
+}
+#endif
+
+Int8Kernel resolve(Int8Kernel kernel) {
+  const std::vector<Int8Kernel> all = int8_kernels_compiled();
+  if (kernel == Int8Kernel::kAuto) return all.back();
+  if (std::find(all.begin(), all.end(), kernel) == all.end())
+    throw ConfigError("int8 kernel " + int8_kernel_name(kernel) + " is not compiled into this build");
+  return kernel;
+}
+
+}  // namespace
+
+Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
+  ANUVAD_CHECK_SHAPE(w.cols() <= kInt8MaxCols, "to_int8: " + std::to_string(w.cols()) +
+                                                    " columns, more than " + std::to_string(kInt8MaxCols));
+  Int8Matrix out{w.rows(), w.cols(), padded(w.cols()), {}, {}, {}};
+  out.data.assign(size_t(out.rows * out.stride), int8_t(0));
+  out.scale.resize(size_t(out.rows));
+  out.row_sum.resize(size_t(out.rows));
+  for (Index r = 0; r < w.rows(); ++r) {
+    float amax = 0.0f;
+    for (Index c = 0; c < w.cols(); ++c) {
+      const float v = static_cast<float>(w(r, c));
+      ANUVAD_CHECK_SHAPE(std::isfinite(v), "to_int8: row " + std::to_string(r) + " holds a NaN or an infinity");
+      amax = std::max(amax, std::abs(v));
+    }
+    const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
+    int32_t sum = 0;
+    for (Index c = 0; c < w.cols(); ++c) {
+      const long q = std::clamp(std::lround(static_cast<float>(w(r, c)) / scale), -127L, 127L);
+      out.data[size_t(r * out.stride + c)] = int8_t(q);
+      sum += int32_t(q);
+    }
+    out.scale[size_t(r)] = scale;
+    out.row_sum[size_t(r)] = sum;
+  }
+  return out;
+}
+
+Mat from_int8(const Int8Matrix& w) {
+  Mat out(w.rows, w.cols);
+  for (Index r = 0; r < w.rows; ++r)
+    for (Index c = 0; c < w.cols; ++c)
+      out(r, c) = static_cast<Scalar>(float(w.row(r)[c]) * w.scale[size_t(r)]);
+  return out;
+}
+
+std::vector<Int8Kernel> int8_kernels_compiled() {
+  std::vector<Int8Kernel> k{Int8Kernel::kScalar};
+#ifdef __AVX512VNNI__
+  k.push_back(Int8Kernel::kAvx512Vnni);
+#endif
+  return k;
+}
+
+std::string int8_kernel_name(Int8Kernel kernel) {
+  switch (kernel) {
+    case Int8Kernel::kScalar: return "scalar";
+    case Int8Kernel::kAvx512Vnni: return "avx512vnni";
+    default: return int8_kernel_name(resolve(kernel));
+  }
+}
+
+void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat& bias,
+                 Eigen::Ref<Mat> y, Int8Kernel kernel) {
+  const Index m = x.rows(), n = w.rows, k = w.cols;
+  ANUVAD_CHECK_SHAPE(x.cols() == k && y.rows() == m && y.cols() == n &&
+                         (bias.size() == 0 || (bias.rows() == 1 && bias.cols() == n)),
+                     "int8_affine: [" + std::to_string(m) + "x" + std::to_string(x.cols()) +
+                         "]·[" + std::to_string(n) + "x" + std::to_string(k) + "]ᵀ into [" +
+                         std::to_string(y.rows()) + "x" + std::to_string(y.cols()) + "]");
+  kernel = resolve(kernel);
+  if (m == 0 || n == 0) return;
+  // Reused: a decoding step allocates nothing after the first.
+  thread_local QuantizedRows quantized;
+  quantize_rows(x.data(), x.outerStride(), m, k, w.stride, quantized);
+  const QuantizedRows& q = quantized;  // the caller's buffer, also inside the region below
+  using T = Mat::Scalar;
+  const T* b = bias.size() > 0 ? bias.data() : nullptr;
+  T* out = y.data();
+  const Index ldy = y.outerStride();
+  const auto run = [&](Index c0, Index c1) {
+#ifdef __AVX512VNNI__
+    if (kernel == Int8Kernel::kAvx512Vnni) return vnni_columns(q, m, w, b, out, ldy, c0, c1);
+#endif
+    scalar_columns(q, m, w, b, out, ldy, c0, c1);
+  };
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  if (threads <= 1 || double(m) * double(n) * double(k) < kInt8SplitMinMultiplyAdds) return run(0, n);
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const Index c0 = n * t / nt / 4 * 4, c1 = t + 1 == nt ? n : n * (t + 1) / nt / 4 * 4;
+    if (c1 > c0) run(c0, c1);
+  }
+}
+
+}  // namespace anuvad
