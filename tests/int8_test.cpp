@@ -39,7 +39,7 @@ Mat reference_product(const Mat& x, const Int8Matrix& w, const Mat& bias) {
       double sum = 0;
       for (Index i = 0; i < x.cols(); ++i) {
         const double q = amax > 0 ? std::nearbyint(double(float(x(r, i)) * inv)) : 0.0;
-        sum += q * double(w.row(c)[i]);
+        sum += q * double(w.at(c, i));
       }
       y(r, c) = Scalar(sum * (amax / 127.0) * double(w.scale[size_t(c)]) + double(bias(0, c)));
     }
@@ -66,22 +66,23 @@ std::vector<Example> dev_pairs(const TranslationModel& m) {
 }  // namespace
 
 TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own scale", "[int8]") {
-  Mat w(3, 70);  // 70 columns: padded to a stride of 128
   std::mt19937_64 rng(3);
-  w = random_mat(3, 70, rng);
+  Mat w = random_mat(3, 70, rng);  // 70 columns: padded to 72; 3 rows: one panel of 16
   w.row(1).setZero();  // an all-zero row: scale 1, values 0
   w(2, 5) = -4.0f;     // the largest magnitude of row 2: it becomes -127 exactly
   const Int8Matrix q = to_int8(w);
   REQUIRE(q.rows == 3);
   REQUIRE(q.cols == 70);
-  CHECK(q.stride == 128);
+  CHECK(q.padded_cols == 72);
+  CHECK(q.panels() == 1);
+  CHECK(q.data.size() == size_t(16 * 72));
   CHECK(q.scale[1] == 1.0f);
-  CHECK(q.row(2)[5] == -127);
+  CHECK(q.at(2, 5) == -127);
   CHECK(q.scale[2] == 4.0f / 127.0f);
   for (Index r = 0; r < 3; ++r) {
     int32_t sum = 0;
-    for (Index c = 0; c < q.stride; ++c) {
-      const int v = q.row(r)[c];
+    for (Index c = 0; c < q.padded_cols; ++c) {
+      const int v = q.at(r, c);
       CHECK(std::abs(v) <= 127);
       if (c >= 70) CHECK(v == 0);  // padding
       sum += v;
@@ -89,6 +90,8 @@ TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own 
     }
     CHECK(q.row_sum[size_t(r)] == sum);
   }
+  for (Index r = 3; r < 16; ++r)  // the panel's padding rows
+    for (Index c = 0; c < q.padded_cols; ++c) CHECK(q.at(r, c) == 0);
   const Mat back = from_int8(q);
   CHECK(back(2, 5) == Approx(-4.0f));
   CHECK((back - w).cwiseAbs().maxCoeff() <= 0.5 * 4.0 / 127.0 + 1e-6);

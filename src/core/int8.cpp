@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 
@@ -24,12 +25,12 @@ namespace {
 /// Largest k for which no int32 sum can overflow: |Σ u·q| ≤ k·255·127 < 2^31.
 constexpr Index kInt8MaxCols = 65536;
 
-Index padded(Index cols) { return (cols + kInt8Block - 1) / kInt8Block * kInt8Block; }
+Index round_up(Index v, Index to) { return (v + to - 1) / to * to; }
 
 /// The activations of one product: rows of x quantized to u8 (zero point 128), padded to the
-/// weights' stride, and each row's scale (NaN for a row holding a NaN or an infinity).
+/// weights' padded_cols, and each row's scale (NaN for a row holding a NaN or an infinity).
 struct QuantizedRows {
-  std::vector<uint8_t, Eigen::aligned_allocator<uint8_t>> u;  // [m, stride]
+  std::vector<uint8_t, Eigen::aligned_allocator<uint8_t>> u;  // [m, padded_cols]
   std::vector<float> scale;                                   // [m]
 };
 
@@ -38,13 +39,12 @@ struct QuantizedRows {
 /// for an all-zero row, whose u are all 128).
 template <class T>
 float quantize_row(const T* x, Index k, Index stride, uint8_t* u) {
-  float amax = 0.0f;
-  for (Index i = 0; i < k; ++i) amax = std::max(amax, std::abs(static_cast<float>(x[i])));
-  for (Index i = 0; i < k; ++i)  // a NaN compares false above: look for it here
-    if (!std::isfinite(static_cast<float>(x[i]))) amax = std::numeric_limits<float>::quiet_NaN();
-  if (!(amax > 0.0f) || !std::isfinite(amax)) {
+  const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> row(x, k);
+  const bool finite = row.allFinite();  // vectorized, as the maximum below
+  const float amax = finite && k > 0 ? static_cast<float>(row.abs().maxCoeff()) : 0.0f;
+  if (!finite || !(amax > 0.0f)) {
     std::fill(u, u + stride, uint8_t(128));
-    return std::isnan(amax) ? amax : 0.0f;
+    return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
   const float inv = 127.0f / amax;
   Index i = 0;
@@ -70,79 +70,114 @@ void quantize_rows(const T* x, Index ldx, Index m, Index k, Index stride, Quanti
   for (Index r = 0; r < m; ++r) q.scale[size_t(r)] = quantize_row(x + r * ldx, k, stride, q.u.data() + r * stride);
 }
 
-/// The output of one row and column from its exact sum.
+/// The output of one row and column from its exact sum: one rounding of a·s + b (an explicit
+/// FMA, as the vector path's, so both give the same bits).
 template <class T>
 inline T finish(int32_t sum, float x_scale, const Int8Matrix& w, Index c, const T* bias) {
-  const float v = float(sum - 128 * w.row_sum[size_t(c)]) * (x_scale * w.scale[size_t(c)]);
-  return static_cast<T>(v) + (bias ? bias[c] : T(0));
+  const float a = float(sum - 128 * w.row_sum[size_t(c)]);
+  const float s = x_scale * w.scale[size_t(c)];
+  if constexpr (std::is_same_v<T, float>) return std::fma(a, s, bias ? bias[c] : 0.0f);
+  return static_cast<T>(a * s) + (bias ? bias[c] : T(0));
 }
 
 /// Output columns c0..c1 of m quantized rows, plain C++.
 template <class T>
 void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
                     Index ldy, Index c0, Index c1) {
+  const Index k = w.padded_cols;
   for (Index r = 0; r < m; ++r) {
-    const uint8_t* u = q.u.data() + r * w.stride;
+    const uint8_t* u = q.u.data() + r * k;
     for (Index c = c0; c < c1; ++c) {
-      const int8_t* wc = w.row(c);
       int32_t sum = 0;
-      for (Index i = 0; i < w.stride; ++i) sum += int32_t(u[i]) * int32_t(wc[i]);
+      for (Index i = 0; i < k; ++i) sum += int32_t(u[i]) * int32_t(w.at(c, i));
       y[r * ldy + c] = finish(sum, q.scale[size_t(r)], w, c, bias);
     }
   }
 }
 
 #ifdef __AVX512VNNI__
-/// R rows × C columns: 16 int32 lanes per output, one VPDPBUSD per 64 bytes of k.
+/// R rows × C panels (16·C output columns) from panel p on: per k-quad, R broadcasts of 4 bytes
+/// of x, C loads of 64 weight bytes, R·C VPDPBUSD into int32 sums of 16 columns each; then
+/// the same epilogue as finish(), 16 columns at a time (the last panel's padding not stored).
 template <int R, int C, class T>
-void vnni_tile(const uint8_t* u, const float* x_scale, const Int8Matrix& w, Index c, const T* bias,
-               T* y, Index ldy) {
-  const Index k = w.stride;
-  const int8_t* wc = w.row(c);
+void vnni_tile(const uint8_t* u, const float* x_scale, const Int8Matrix& w, Index p,
+               const T* bias, T* y, Index ldy) {
+  const Index k = w.padded_cols, panel_bytes = kInt8Panel * k;
+  const int8_t* wp = w.data.data() + p * panel_bytes;
   __m512i acc[R][C];
   for (int r = 0; r < R; ++r)
     for (int j = 0; j < C; ++j) acc[r][j] = _mm512_setzero_si512();
-  for (Index i = 0; i < k; i += kInt8Block) {
-    __m512i xv[R];
-    for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(u + r * k + i);
-    for (int j = 0; j < C; ++j) {
-      __builtin_prefetch(wc + (C + j) * k + i);  // the next tile's line (harmless past the end)
-      const __m512i wv = _mm512_loadu_si512(wc + j * k + i);
-      for (int r = 0; r < R; ++r) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv[r], wv);
+  for (Index i = 0; i < k; i += 4) {
+    __m512i wv[C];
+    for (int j = 0; j < C; ++j) wv[j] = _mm512_loadu_si512(wp + j * panel_bytes + i * kInt8Panel);
+    for (int r = 0; r < R; ++r) {
+      int32_t quad;
+      std::memcpy(&quad, u + r * k + i, sizeof quad);
+      const __m512i xv = _mm512_set1_epi32(quad);
+      for (int j = 0; j < C; ++j) acc[r][j] = _mm512_dpbusd_epi32(acc[r][j], xv, wv[j]);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < C; ++j)
-      y[r * ldy + c + j] = finish(_mm512_reduce_add_epi32(acc[r][j]), x_scale[r], w, c + j, bias);
+  for (int j = 0; j < C; ++j) {
+    const Index c = (p + j) * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c);
+    const __mmask16 mask = __mmask16((1u << valid) - 1u);
+    const __m512i shifted = _mm512_slli_epi32(_mm512_maskz_loadu_epi32(mask, w.row_sum.data() + c), 7);
+    const __m512 ws = _mm512_maskz_loadu_ps(mask, w.scale.data() + c);
+    const __m512 b = bias ? _mm512_maskz_loadu_ps(mask, bias + c) : _mm512_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      const __m512 a = _mm512_cvtepi32_ps(_mm512_sub_epi32(acc[r][j], shifted));
+      const __m512 s = _mm512_mul_ps(_mm512_set1_ps(x_scale[r]), ws);
+      _mm512_mask_storeu_ps(y + r * ldy + c, mask, _mm512_fmadd_ps(a, s, b));
+    }
+  }
 }
 
 /// `n_rows` rows in tiles of R, the remainder in smaller tiles.
 template <int R, int C, class T>
 void vnni_row_tiles(const uint8_t* u, const float* x_scale, Index n_rows, const Int8Matrix& w,
-                    Index c, const T* bias, T* y, Index ldy) {
+                    Index p, const T* bias, T* y, Index ldy) {
   Index r = 0;
   for (; r + R <= n_rows; r += R)
-    vnni_tile<R, C>(u + r * w.stride, x_scale + r, w, c, bias, y + r * ldy, ldy);
+    vnni_tile<R, C>(u + r * w.padded_cols, x_scale + r, w, p, bias, y + r * ldy, ldy);
   if constexpr (R > 1)
-    if (r < n_rows) vnni_row_tiles<R - 1, C>(u + r * w.stride, x_scale + r, n_rows - r, w, c, bias, y + r * ldy, ldy);
+    if (r < n_rows)
+      vnni_row_tiles<R - 1, C>(u + r * w.padded_cols, x_scale + r, n_rows - r, w, p, bias, y + r * ldy, ldy);
 }
 
-/// Output columns c0..c1 in blocks of 32 rows (reread from L2 across the column tiles) and
-/// tiles of 4 columns (their weight rows stay in L1 across the row tiles).
+/// Panels p0..p1 in blocks of 32 rows (reread from L1/L2 across the panel tiles) and tiles of 4
+/// panels (64 columns, their weights reread from L2 across the row tiles).
 template <class T>
-void vnni_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
-                  Index ldy, Index c0, Index c1) {
+void vnni_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
+                 Index ldy, Index p0, Index p1) {
   constexpr Index kRowBlock = 32;
   for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
     const Index rows = std::min(kRowBlock, m - r0);
-    const uint8_t* u = q.u.data() + r0 * w.stride;
+    const uint8_t* u = q.u.data() + r0 * w.padded_cols;
     const float* s = q.scale.data() + r0;
-    Index c = c0;
-    for (; c + 4 <= c1; c += 4) vnni_row_tiles<4, 4>(u, s, rows, w, c, bias, y + r0 * ldy, ldy);
-    for (; c < c1; ++c) vnni_row_tiles<4, 1>(u, s, rows, w, c, bias, y + r0 * ldy, ldy);
+    T* yb = y + r0 * ldy;
+    Index p = p0;
+    for (; p + 4 <= p1; p += 4) vnni_row_tiles<4, 4>(u, s, rows, w, p, bias, yb, ldy);
+    switch (p1 - p) {
+      case 3: vnni_row_tiles<4, 3>(u, s, rows, w, p, bias, yb, ldy); break;
+      case 2: vnni_row_tiles<4, 2>(u, s, rows, w, p, bias, yb, ldy); break;
+      case 1: vnni_row_tiles<4, 1>(u, s, rows, w, p, bias, yb, ldy); break;
+      default: break;
+    }
   }
 }
 #endif
+
+/// Panels p0..p1 of the product on `kernel` (the double-precision build, for gradient checks
+/// only, always takes the scalar path: the same sums).
+template <class T>
+void panel_range(Int8Kernel kernel, const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias,
+                 T* y, Index ldy, Index p0, Index p1) {
+#ifdef __AVX512VNNI__
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel == Int8Kernel::kAvx512Vnni) return vnni_panels(q, m, w, bias, y, ldy, p0, p1);
+#endif
+  (void)kernel;
+  scalar_columns(q, m, w, bias, y, ldy, p0 * kInt8Panel, std::min(w.rows, p1 * kInt8Panel));
+}
 
 Int8Kernel resolve(Int8Kernel kernel) {
   const std::vector<Int8Kernel> all = int8_kernels_compiled();
@@ -157,8 +192,8 @@ Int8Kernel resolve(Int8Kernel kernel) {
 Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
   ANUVAD_CHECK_SHAPE(w.cols() <= kInt8MaxCols, "to_int8: " + std::to_string(w.cols()) +
                                                     " columns, more than " + std::to_string(kInt8MaxCols));
-  Int8Matrix out{w.rows(), w.cols(), padded(w.cols()), {}, {}, {}};
-  out.data.assign(size_t(out.rows * out.stride), int8_t(0));
+  Int8Matrix out{w.rows(), w.cols(), round_up(w.cols(), 4), {}, {}, {}};
+  out.data.assign(size_t(out.panels() * kInt8Panel * out.padded_cols), int8_t(0));
   out.scale.resize(size_t(out.rows));
   out.row_sum.resize(size_t(out.rows));
   for (Index r = 0; r < w.rows(); ++r) {
@@ -170,9 +205,10 @@ Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
     }
     const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
     int32_t sum = 0;
+    int8_t* panel = out.data.data() + (r / kInt8Panel) * kInt8Panel * out.padded_cols;
     for (Index c = 0; c < w.cols(); ++c) {
       const long q = std::clamp(std::lround(static_cast<float>(w(r, c)) / scale), -127L, 127L);
-      out.data[size_t(r * out.stride + c)] = int8_t(q);
+      panel[(c / 4) * 4 * kInt8Panel + (r % kInt8Panel) * 4 + c % 4] = int8_t(q);
       sum += int32_t(q);
     }
     out.scale[size_t(r)] = scale;
@@ -184,8 +220,7 @@ Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
 Mat from_int8(const Int8Matrix& w) {
   Mat out(w.rows, w.cols);
   for (Index r = 0; r < w.rows; ++r)
-    for (Index c = 0; c < w.cols; ++c)
-      out(r, c) = static_cast<Scalar>(float(w.row(r)[c]) * w.scale[size_t(r)]);
+    for (Index c = 0; c < w.cols; ++c) out(r, c) = static_cast<Scalar>(float(w.at(r, c)) * w.scale[size_t(r)]);
   return out;
 }
 
@@ -217,25 +252,22 @@ void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat&
   if (m == 0 || n == 0) return;
   // Reused: a decoding step allocates nothing after the first.
   thread_local QuantizedRows quantized;
-  quantize_rows(x.data(), x.outerStride(), m, k, w.stride, quantized);
+  quantize_rows(x.data(), x.outerStride(), m, k, w.padded_cols, quantized);
   const QuantizedRows& q = quantized;  // the caller's buffer, also inside the region below
   using T = Mat::Scalar;
   const T* b = bias.size() > 0 ? bias.data() : nullptr;
   T* out = y.data();
   const Index ldy = y.outerStride();
-  const auto run = [&](Index c0, Index c1) {
-#ifdef __AVX512VNNI__
-    if (kernel == Int8Kernel::kAvx512Vnni) return vnni_columns(q, m, w, b, out, ldy, c0, c1);
-#endif
-    scalar_columns(q, m, w, b, out, ldy, c0, c1);
-  };
+  // Threads own whole panels (16 columns); the scalar path takes the same column ranges.
+  const auto run = [&](Index p0, Index p1) { panel_range(kernel, q, m, w, b, out, ldy, p0, p1); };
+  const Index panels = w.panels();
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  if (threads <= 1 || double(m) * double(n) * double(k) < kInt8SplitMinMultiplyAdds) return run(0, n);
+  if (threads <= 1 || double(m) * double(n) * double(k) < kInt8SplitMinMultiplyAdds) return run(0, panels);
 #pragma omp parallel num_threads(threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const Index c0 = n * t / nt / 4 * 4, c1 = t + 1 == nt ? n : n * (t + 1) / nt / 4 * 4;
-    if (c1 > c0) run(c0, c1);
+    const Index p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
+    if (p1 > p0) run(p0, p1);
   }
 }
 

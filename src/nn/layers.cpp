@@ -193,9 +193,8 @@ void Embedding::add_row(int32_t id, Scalar scale, const Scalar* pe, Scalar* dst)
   Eigen::Map<RowVec> out(dst, d);
   const Eigen::Map<const RowVec> p(pe, d);
   if (!weight.int8.empty()) {  // a tied output projection in int8: its row dequantized
-    const int8_t* q = weight.int8.row(id);
     const float s = weight.int8.scale[size_t(id)];
-    for (Index i = 0; i < d; ++i) dst[i] = static_cast<Scalar>(float(q[i]) * s) * scale + pe[i];
+    for (Index i = 0; i < d; ++i) dst[i] = static_cast<Scalar>(float(weight.int8.at(id, i)) * s) * scale + pe[i];
     return;
   }
   if (weight.bf16.empty()) {

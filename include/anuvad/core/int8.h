@@ -21,17 +21,19 @@
 
 namespace anuvad {
 
-/// Columns of an Int8Matrix row are stored padded with zeros to a multiple of this (one 512-bit
-/// load of 64 bytes).
-inline constexpr Index kInt8Block = 64;
+/// Output features (weight rows) per panel of an Int8Matrix: one 512-bit vector of int32 sums.
+inline constexpr Index kInt8Panel = 16;
 
-/// A [rows, cols] matrix quantized per row to int8 (Linear weights [out, in]).
+/// A [rows, cols] matrix quantized per row to int8 (Linear weights [out, in]), stored in the
+/// layout the VNNI kernel reads: panels of kInt8Panel rows (the last padded with zero rows),
+/// each panel k-quad by k-quad: the 4 values cols 4t..4t+3 of its 16 rows, 64 bytes (cols padded
+/// with zeros to a multiple of 4). A product streams each panel once, front to back.
 struct Int8Matrix {
   Index rows = 0;
   Index cols = 0;
-  /// Bytes from one row to the next: cols rounded up to kInt8Block (the padding is zero).
-  Index stride = 0;
-  /// rows·stride quantized values q, row r at r·stride, in [-127, 127].
+  /// cols rounded up to a multiple of 4 (the padding values are zero).
+  Index padded_cols = 0;
+  /// panels·kInt8Panel·padded_cols quantized values q in [-127, 127], in the layout above.
   std::vector<int8_t, Eigen::aligned_allocator<int8_t>> data;
   /// [rows] scale s_r of each row: its values are q·s_r (max|w_r| / 127; 1 for an all-zero row).
   std::vector<float> scale;
@@ -39,8 +41,13 @@ struct Int8Matrix {
   std::vector<int32_t> row_sum;
   /// No matrix (rows or cols 0).
   bool empty() const { return rows == 0 || cols == 0; }
-  /// The quantized values of row r (stride values, the last stride − cols zero).
-  const int8_t* row(Index r) const { return data.data() + r * stride; }
+  /// Number of panels: rows / kInt8Panel rounded up.
+  Index panels() const { return (rows + kInt8Panel - 1) / kInt8Panel; }
+  /// The quantized value q[r, c] (c < padded_cols).
+  int8_t at(Index r, Index c) const {
+    return data[size_t((r / kInt8Panel) * kInt8Panel * padded_cols + (c / 4) * 4 * kInt8Panel +
+                       (r % kInt8Panel) * 4 + c % 4)];
+  }
 };
 
 /// w [rows, cols] quantized row by row as above (round half away from zero). Throws ShapeError
