@@ -29,9 +29,11 @@
 #   --ort              then run_vs_ort.sh on the same folder and configs: cached greedy decoding
 #                      against ONNX Runtime, alternated; one summary for both comparisons
 #   --compute-types L  anuvad's cached greedy modes once per compute type beside PyTorch, and
-#                      with --ort the same list for run_vs_ort.sh (default float32,bfloat16:
+#                      with --ort the same list for run_vs_ort.sh (default float32,bfloat16,int8:
 #                      `anuvad translate`'s default, auto, is bfloat16 in a native build on an
-#                      AVX2 / AVX-512 CPU; the naive modes and training are float32 only)
+#                      AVX2 / AVX-512 CPU; int8 is `--compute-type int8`; the naive modes and
+#                      training are float32 only). bfloat16 and int8 in the list also run
+#                      PyTorch's own bfloat16 and int8 decoding (torch_bf16_decode.py --dtype)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:
@@ -53,7 +55,7 @@ repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32,bfloat16
+quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32,bfloat16,int8
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -164,12 +166,14 @@ if [ "$main" = 1 ]; then
     [ "$torch_side" = 1 ] && theirs "$c" train
     file=anuvad ours "$c" train
     [ "$torch_side" = 1 ] && theirs "$c" decode
-    if [ "$torch_side" = 1 ] && [[ ",$compute_types," == *,bfloat16,* ]]; then
-      bench_note_load "torch bf16 $c decode"
-      PYTHONPATH="$TORCH_BENCH_DIR" with_blas "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
-        >> "$OUT/torch/torch_bf16.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
-        { echo "  torch bf16 $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
-    fi
+    for dt in bfloat16 int8; do  # PyTorch's own lower-precision decoding beside ours
+      if [ "$torch_side" = 1 ] && [[ ",$compute_types," == *,$dt,* ]]; then
+        bench_note_load "torch $dt $c decode"
+        PYTHONPATH="$TORCH_BENCH_DIR" with_blas "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
+          --dtype "$dt" >> "$OUT/torch/torch_$dt.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
+          { echo "  torch $dt $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
+      fi
+    done
     for m in decode_naive_b1 decode_cached_b1 decode_naive_b64 decode_cached_b64; do
       if [[ "$m" == decode_cached_* ]]; then
         for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done

@@ -262,8 +262,9 @@ def print_ort(ort, vs_ort, configs):
           "alternated rounds (min–max) of each process's median tokens/s; ORT's best graph per row "
           "(std = torch.onnx.export, fused = ORT's contrib attention/LayerNorm ops), `--no-spin`. "
           "'ORT tokens = torch' compares ORT's tokens with torch_ref's cached greedy decoding.\n")
-    print("anuvad's compute type: float32, or bfloat16 (`--compute-types float32,bfloat16`: decoder "
-          "weights rounded to bfloat16, activations float32), alternated within each round.\n")
+    print("anuvad's compute type: float32, bfloat16 or int8 (`--compute-types float32,bfloat16,int8`: "
+          "every weight matrix rounded to bfloat16, or quantized per row to int8 with activations "
+          "quantized per row), alternated within each round.\n")
     print("| config | mode | anuvad compute type | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph "
           "| processes (anuvad / ORT) | anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
@@ -367,23 +368,29 @@ def print_speed_tables(o, t, configs):
     # ---- decoding
     if any(get(o, c, m) or get(t, c, m) for c in configs for m in DECODE_MODES):
         print("### Greedy decoding: tokens/s (64 sources of 10–14 tokens, 20 output tokens each, encoder included)\n")
-        print("torch bfloat16: torch_bf16_decode.py (weights and activations in bfloat16, oneDNN), "
-              "its best setting on CPUs with AVX-512 BF16; '-' where not run.\n")
+        print("torch bfloat16 / int8: torch_bf16_decode.py (bfloat16: weights and activations in bfloat16, "
+              "oneDNN, its best setting on CPUs with AVX-512 BF16; int8: quantize_dynamic of the decoder's "
+              "and the generator's nn.Linear modules); '-' where not run. 'ours / torch best' divides by "
+              "the fastest of torch's rows for that mode.\n")
         print("| config | mode | anuvad compute type | anuvad tok/s | torch tok/s (float32) | ours / torch "
-              "| torch bfloat16 tok/s | ours / torch bfloat16 | anuvad tokens = naive b1 |")
-        print("|---|---|---|---|---|---|---|---|---|")
+              "| torch bfloat16 tok/s | ours / torch bfloat16 | torch int8 tok/s | ours / torch int8 "
+              "| ours / torch best | anuvad tokens = naive b1 |")
+        print("|---|---|---|---|---|---|---|---|---|---|---|---|")
         for c in configs:
             for m in DECODE_MODES:
                 for ct in types_of(o, c, m):
                     a, b = get(o, c, m, ct), get(t, c, m)
                     if not a and not b:
                         continue
-                    tb = get(t, c, m, "bfloat16")
+                    tb, ti = get(t, c, m, "bfloat16"), get(t, c, m, "int8")
+                    best = max((med(r["tokens_per_s"]) for r in (b, tb, ti) if r), default=None)
                     agree = a.get("token_agreement_with_naive_b1") if a else None
+                    ours = a and med(a["tokens_per_s"])
                     print(f"| {c} | {m} | {ct} | {stat(a and a['tokens_per_s'])} | {stat(b and b['tokens_per_s'])} "
-                          f"| {ratio(a and med(a['tokens_per_s']), b and med(b['tokens_per_s']))} "
-                          f"| {stat(tb and tb['tokens_per_s'])} "
-                          f"| {ratio(a and med(a['tokens_per_s']), tb and med(tb['tokens_per_s']))} "
+                          f"| {ratio(ours, b and med(b['tokens_per_s']))} "
+                          f"| {stat(tb and tb['tokens_per_s'])} | {ratio(ours, tb and med(tb['tokens_per_s']))} "
+                          f"| {stat(ti and ti['tokens_per_s'])} | {ratio(ours, ti and med(ti['tokens_per_s']))} "
+                          f"| {ratio(ours, best)} "
                           f"| {fmt(100 * agree, 1) + ' %' if agree is not None else '-'} |")
         print()
 
