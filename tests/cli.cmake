@@ -105,10 +105,12 @@ anuvad_cli_model_test(translate_tiny_word_scores
                       "\\|\\|\\| WordScores= -?[0-9]+\\.[0-9]+.*anuvad exit status 0 end"
                       translate -m ${ANUVAD_CLI_MODEL} --word-scores --max-length 5 hello)
 
-# --compute-type bfloat16 translates and scores; an unknown value is a one-line error before any
+# --compute-type bfloat16 (and int8) translates and scores; an unknown value is a one-line error before any
 # model is read; translate, score and evaluate document the flag.
 anuvad_cli_model_test(translate_tiny_bfloat16 "anuvad exit status 0 end"
                       translate -m ${ANUVAD_CLI_MODEL} --compute-type bfloat16 hello)
+anuvad_cli_model_test(translate_tiny_int8 "anuvad exit status 0 end"
+                      translate -m ${ANUVAD_CLI_MODEL} --compute-type int8 hello)
 add_test(NAME cli.score_tiny_bfloat16
          COMMAND sh -c [=[printf 'hello\tनमस्ते\n' | "$0" score -m "$1" --compute-type bfloat16]=]
                  $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL}
@@ -123,14 +125,14 @@ anuvad_cli_test(translate_bad_compute_type
   translate --compute-type bf17 hello)
 # The default, --compute-type auto, is float32 for a model as small as the CLI fixture (below
 # kBf16AutoMinWeightBytes) in every build, and evaluate's JSON records that resolved type; an
-# explicit bfloat16 is recorded as such; --version states the rule of this build.
+# explicit bfloat16 or int8 is recorded as such; --version states the rule of this build.
 add_test(NAME cli.compute_type_auto
-         COMMAND sh -c [=["$0" --version | grep '^decoding: --compute-type auto = ' && got=$("$0" evaluate -m "$1" --test "$2" --json --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && bf=$("$0" evaluate -m "$1" --test "$2" --json --compute-type bfloat16 --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && echo "small model: auto = $got, bfloat16 = $bf"]=]
+         COMMAND sh -c [=["$0" --version | grep '^decoding: --compute-type auto = ' && got=$("$0" evaluate -m "$1" --test "$2" --json --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && bf=$("$0" evaluate -m "$1" --test "$2" --json --compute-type bfloat16 --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && i8=$("$0" evaluate -m "$1" --test "$2" --json --compute-type int8 --cpu-threads 1 2>/dev/null | sed 's/.*"compute_type":"\([a-z0-9]*\)".*/\1/') && echo "small model: auto = $got, bfloat16 = $bf, int8 = $i8"]=]
                  $<TARGET_FILE:anuvad> ${ANUVAD_CLI_MODEL} ${ANUVAD_CLI_DATA}/tiny.tsv
          WORKING_DIRECTORY ${PROJECT_SOURCE_DIR})
 set_tests_properties(cli.compute_type_auto PROPERTIES
   FIXTURES_REQUIRED cli_tiny_model
-  PASS_REGULAR_EXPRESSION "^decoding: --compute-type auto = (bfloat16 for models of at least 8 MiB of weight matrices, float32 below \\(bfloat16 kernel [a-z0-9+]+\\)|float32 \\(this build's bfloat16 kernel is scalar\\))\nsmall model: auto = float32, bfloat16 = bfloat16\n$"
+  PASS_REGULAR_EXPRESSION "^decoding: --compute-type auto = (bfloat16 for models of at least 8 MiB of weight matrices, float32 below \\(bfloat16 kernel [a-z0-9+]+\\)|float32 \\(this build's bfloat16 kernel is scalar\\)); --compute-type int8 kernel [a-z0-9]+\nsmall model: auto = float32, bfloat16 = bfloat16, int8 = int8\n$"
   LABELS cli
   TIMEOUT 30)
 foreach(command translate score evaluate)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "anuvad/core/bf16.h"
+#include "anuvad/core/int8.h"
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad_git_revision.h"  // ANUVAD_GIT_REVISION, regenerated at every build
@@ -93,7 +94,7 @@ std::string version_text() {
                     " MiB of weight matrices, float32 below (bfloat16 kernel " +
                     bf16_kernel_name(Bf16Kernel::kAuto) + ")"
               : std::string("float32 (this build's bfloat16 kernel is scalar)"))
-      << "\n"
+      << "; --compute-type int8 kernel " << int8_kernel_name(Int8Kernel::kAuto) << "\n"
       << "MPI: " << (mpi_compiled() ? "Open MPI (mpirun -np N anuvad train)" : "off (built without MPI)") << "\n"
       << "CPU flags: " << cpu_flags()
       << (ANUVAD_BUILT_NATIVE ? " (-march=native: the build machine's CPU)"

@@ -66,8 +66,11 @@ std::vector<Int8Kernel> int8_kernels_compiled();
 std::string int8_kernel_name(Int8Kernel kernel);
 
 /// Multiply-adds (m·n·k) from which int8_affine, called outside a parallel region, splits its
-/// output columns across the OpenMP threads (as bf16_affine, core/bf16.h).
-inline constexpr double kInt8SplitMinMultiplyAdds = 32768.0;
+/// output panels across the OpenMP threads. Chosen by measurement (tests/bench/README.md, "int8
+/// weights"; AMD EPYC family 26, 2 threads, where one fork/join costs about 6 µs): cached greedy
+/// decoding at batch 1, tok/s, with the split from 32,768 / 262,144 / 1,572,864 multiply-adds:
+/// small 4,908-5,091 / 5,917-8,059 / 6,296-9,321, base 918-1,582 / 966-1,364 / 667-1,075.
+inline constexpr double kInt8SplitMinMultiplyAdds = 262144.0;
 
 /// y = x·Wᵀ + b with int8 weights and activations quantized per row (see the top of this file):
 /// x [m, k] activations, w [n, k] (a Linear weight [out, in]), bias [1, n] (or empty: no bias),
