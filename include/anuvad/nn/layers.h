@@ -32,8 +32,9 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
 
 /// Fully connected layer y = x·Wᵀ + b (PyTorch nn.Linear). Parameters "<prefix>.weight"
 /// [out, in] and "<prefix>.bias" [out]. When the weight is held in bfloat16 (Param::bf16, set for
-/// decoding by Transformer::set_compute_type), forward runs bf16_affine (core/bf16.h); backward
-/// then throws ShapeError (training stays float32).
+/// decoding by Transformer::set_compute_type), forward runs bf16_affine (core/bf16.h); in int8
+/// (Param::int8), int8_affine (core/int8.h); backward then throws ShapeError (training stays
+/// float32).
 class Linear {
  public:
   Linear(ParamRegistry& reg, const std::string& prefix, Index in_features, Index out_features);
@@ -100,8 +101,9 @@ class FeedForward {
 
 /// Token embedding scaled by √D plus sinusoidal positions (Vaswani et al. 2017 §3.4, §3.5):
 /// out[r] = E[id_r]·√D + PE[pos_r], PE[p, 2i] = sin(p/10000^(2i/D)), PE[p, 2i+1] = cos(...).
-/// Parameter "<prefix>.weight" [V, D]; its rows are read from Param::bf16 when the weight is
-/// held in bfloat16 (a tied output projection, Transformer::set_compute_type).
+/// Parameter "<prefix>.weight" [V, D]; its rows are read from Param::bf16 or Param::int8
+/// (dequantized) when the weight is held in bfloat16 or int8 (a tied output projection,
+/// Transformer::set_compute_type).
 class Embedding {
  public:
   Embedding(ParamRegistry& reg, const std::string& prefix, Index vocab_size, Index d_model,

@@ -192,10 +192,14 @@ class Transformer {
   /// float32. Where bf16_affine uses oneDNN, the weights multiplied once per sentence (the
   /// encoder's, the cross-attention K/V projections) are held only in oneDNN's packed layout
   /// (pack_for_onednn_only). kFloat32 widens them back (the rounded values stay rounded).
+  /// kInt8 quantizes the same matrices per output row (core/int8.h, to_int8; the tied target
+  /// embedding's rows are then looked up dequantized) and frees their float32 copies; their
+  /// products run int8_affine. Converting from one of bfloat16 / int8 to the other goes through
+  /// the float32 values the first stood for.
   /// kAuto stands for auto_compute_type(product_weight_bytes()), and compute_type() then
   /// returns what it stood for.
-  /// For translation and scoring only: backward then throws ShapeError and a bfloat16 model
-  /// cannot be saved. Throws nothing itself but bad_alloc, or ConfigError if oneDNN fails (then
+  /// For translation and scoring only: backward then throws ShapeError and a bfloat16 or int8
+  /// model cannot be saved. Throws nothing itself but bad_alloc, or ConfigError if oneDNN fails (then
   /// some weights may be converted and others not: discard the model).
   void set_compute_type(ComputeType type);
   ComputeType compute_type() const { return compute_type_; }
