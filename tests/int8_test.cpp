@@ -128,7 +128,7 @@ TEST_CASE("int8_affine equals the quantized product's definition on every compil
   }
 }
 
-TEST_CASE("int8_affine: rows, threads and parallel regions change no bit; bad input is refused", "[int8]") {
+TEST_CASE("int8_affine: rows, threads and parallel regions change no bit, and bad input is refused", "[int8]") {
   std::mt19937_64 rng(12);
   const Mat w = random_mat(202, 512, rng), x = random_mat(9, 512, rng), bias = random_mat(1, 202, rng);
   const Int8Matrix q = to_int8(w);
@@ -162,9 +162,11 @@ TEST_CASE("int8_affine: rows, threads and parallel regions change no bit; bad in
 }
 
 // Measured on the two fixture models (20 training steps; flat next-token distributions, so
-// near-ties flip easily) over the 184 pairs of data/dev.tsv and data/test.tsv: see the INFO
-// line; the bounds: 1.5 % per sentence score, 75 % (pre) and 45 % (post) identical outputs.
-TEST_CASE("Decoding in int8 moves scores a little; weights are held in int8 only", "[int8][decode]") {
+// near-ties flip easily, the post-norm one's especially) over the 184 pairs of data/dev.tsv and
+// data/test.tsv, AVX-512 VNNI: largest sentence score change 0.117 nats (pre; relative 0.14 %)
+// and 0.085 nats (post; 0.15 %), identical greedy outputs 175 and 89 of 184 (bfloat16: 0.05 %,
+// 180 and 135). The bounds leave a margin: 0.5 % per sentence, 85 % (pre) and 35 % (post).
+TEST_CASE("Decoding in int8 moves scores a little, and the weights are held in int8 only", "[int8][decode]") {
   for (const std::string which : {"pre", "post"}) {
     const TranslationModel f32 = load_model(fixture_model(which));
     TranslationModel i8 = load_model(fixture_model(which));
@@ -202,8 +204,8 @@ TEST_CASE("Decoding in int8 moves scores a little; weights are held in int8 only
     INFO(which << ": largest score change " << max_abs << " nats (relative " << max_rel
                << "), identical greedy outputs " << same << "/" << sources.size());
     CHECK(max_abs > 0);  // int8 really ran
-    CHECK(max_rel <= 0.015);
-    CHECK(double(same) >= (which == "pre" ? 0.75 : 0.45) * double(sources.size()));
+    CHECK(max_rel <= 0.005);
+    CHECK(double(same) >= (which == "pre" ? 0.85 : 0.35) * double(sources.size()));
     // Back to float32: the dequantized weights, and training refuses nothing then.
     i8.transformer->set_compute_type(ComputeType::kFloat32);
     CHECK(q->int8.empty());
