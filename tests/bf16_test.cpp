@@ -136,14 +136,15 @@ TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, th
 
 TEST_CASE("bf16_affine: threads split columns without changing a bit; sizes are checked", "[bf16]") {
   std::mt19937_64 rng(8);
-  const Mat x = random_mat(2, 513, rng), bias = random_mat(1, 203, rng);
+  const Mat x = random_mat(3, 513, rng), bias = random_mat(1, 203, rng);
   const Bf16Matrix w = to_bf16(random_mat(203, 513, rng));
-  Mat one(2, 203), two(2, 203), inside(2, 203);
+  REQUIRE(3.0 * 203 * 513 >= kBf16SplitMinMultiplyAdds);
+  Mat one(3, 203), two(3, 203), inside(3, 203);
   const int threads = omp_get_max_threads();
   omp_set_num_threads(1);
   bf16_affine(x, w, bias, one);
   omp_set_num_threads(2);
-  bf16_affine(x, w, bias, two);  // 2·203·513 multiply-adds: split across two threads
+  bf16_affine(x, w, bias, two);  // 3·203·513 multiply-adds: split across two threads
 #pragma omp parallel num_threads(2)
   {
 #pragma omp single

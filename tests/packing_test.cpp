@@ -44,7 +44,7 @@ TEST_CASE("gemm below the BLAS threshold splits the columns across threads corre
   // n·k·m above kGemmColumnSplitMinMultiplyAdds, n not a multiple of the 16-column blocks, C a
   // block of a larger matrix: every transpose case equals Eigen's product, nothing is written
   // outside the block, and it does so with 1, 2 and 3 threads.
-  const Index k = 67, n = 1003;
+  const Index k = 263, n = 1003;
   REQUIRE(double(n) * double(k) >= kGemmColumnSplitMinMultiplyAdds);
   const int saved = omp_get_max_threads();
   for (const int threads : {1, 2, 3})

@@ -33,9 +33,13 @@ inline constexpr Index kGemmBlasMinRows = 16;
 inline constexpr double kGemmSplitMinMultiplyAdds = 2097152.0;
 
 /// Multiply-adds (m·n·k) from which a product below kGemmBlasMinRows rows, called outside a
-/// parallel region, has C's columns split across the threads (Eigen on each block; one
-/// fork/join costs a few µs, a decoder projection of d_model 256 at one row is 65,536).
-inline constexpr double kGemmColumnSplitMinMultiplyAdds = 32768.0;
+/// parallel region, has C's columns split across the threads (Eigen on each block). One
+/// fork/join costs about 6 µs on AMD EPYC family 26 (tests/bench/README.md, "int8 weights");
+/// float32 cached greedy decoding at batch 1, 2 threads, 3 alternated rounds, tok/s with the
+/// split from 32,768 / 262,144 multiply-adds: tiny 8,942-11,626 / 24,868-25,089, small
+/// 2,464-2,670 / 3,154-3,472, base 306-386 / 346-399 (131,072 and 1,048,576: no better).
+/// A decoder projection of d_model 256 at one row (65,536) stays on one thread.
+inline constexpr double kGemmColumnSplitMinMultiplyAdds = 262144.0;
 
 /// C = α·op(A)·op(B) + β·C, where op(X) = Xᵀ when the matching `trans_*` is true.
 /// a: [m, k] (or [k, m] when trans_a), b: [k, n] (or [n, k] when trans_b), c: [m, n]; all
