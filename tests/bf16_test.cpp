@@ -17,6 +17,7 @@
 #include "anuvad/io/model_file.h"
 #include "anuvad/nn/layers.h"
 #include "anuvad/text/corpus.h"
+#include "support/precision_drift.h"
 
 using namespace anuvad;
 
@@ -160,26 +161,8 @@ TEST_CASE("bf16_affine: threads split columns without changing a bit; sizes are 
   CHECK(parse_compute_type("bfloat16") == ComputeType::kBfloat16);
 }
 
-namespace {
-
-/// The pairs of data/dev.tsv and data/test.tsv as subwords of model m, those that fit its
-/// max_positions (the fixtures have 32).
-std::vector<Example> dev_pairs(const TranslationModel& m) {
-  std::vector<Example> pairs;
-  const size_t limit = size_t(m.transformer->config().max_positions - 1);
-  const std::string data = std::string(ANUVAD_SOURCE_DIR) + "/data/";
-  for (const SentencePair& p : read_parallel_corpus({data + "dev.tsv", data + "test.tsv"})) {
-    Example e{m.src_tokenizer->encode(p.src), m.tgt_tokenizer->encode(p.tgt)};
-    if (e.src.size() <= limit && e.tgt.size() <= limit) pairs.push_back(std::move(e));
-  }
-  return pairs;
-}
-
-std::string fixture_model(const std::string& which) {
-  return std::string(ANUVAD_TEST_DATA) + "/reference/model_" + which + ".safetensors";
-}
-
-}  // namespace
+using anuvad::test::dev_pairs;
+using anuvad::test::fixture_model;
 
 // Measured on the two fixture models over the 184 pairs of data/dev.tsv and data/test.tsv that
 // fit their 32 positions: the largest change of a sentence's forced-decoding log-probability was
@@ -196,28 +179,12 @@ TEST_CASE("Decoding in bfloat16 moves scores a little and outputs hardly at all"
     const TranslationModel f32 = load_model(fixture_model(which));
     TranslationModel b16 = load_model(fixture_model(which));
     b16.transformer->set_compute_type(ComputeType::kBfloat16);
-    const std::vector<Example> pairs = dev_pairs(f32);
-    const auto s32 = forced_scores(*f32.transformer, pairs);
-    const auto s16 = forced_scores(*b16.transformer, pairs);
-    double max_abs = 0, max_rel = 0;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      double a = 0, b = 0;
-      for (double v : s32[i]) a += v;
-      for (double v : s16[i]) b += v;
-      max_abs = std::max(max_abs, std::abs(a - b));
-      max_rel = std::max(max_rel, std::abs(a - b) / std::abs(a));
-    }
-    std::vector<std::vector<int32_t>> sources;
-    for (const Example& e : pairs) sources.push_back(e.src);
-    const auto g32 = greedy_decode(*f32.transformer, sources, DecodeOptions{});
-    const auto g16 = greedy_decode(*b16.transformer, sources, DecodeOptions{});
-    int same = 0;
-    for (size_t i = 0; i < sources.size(); ++i) same += g32[i].tokens == g16[i].tokens;
-    INFO(which << ": largest score change " << max_abs << " nats (relative " << max_rel
-               << "), identical greedy outputs " << same << "/" << sources.size());
-    CHECK(max_abs > 0);  // bfloat16 really ran: float32 weights would give the same scores
-    CHECK(max_rel <= 0.002);
-    CHECK(double(same) >= (which == "pre" ? 0.9 : 0.6) * double(sources.size()));
+    const test::PrecisionDrift d = test::precision_drift(f32, b16);
+    INFO(which << ": largest score change " << d.max_abs << " nats (relative " << d.max_rel
+               << "), identical greedy outputs " << d.same_greedy << "/" << d.sentences);
+    CHECK(d.max_abs > 0);  // bfloat16 really ran: float32 weights would give the same scores
+    CHECK(d.max_rel <= 0.002);
+    CHECK(double(d.same_greedy) >= (which == "pre" ? 0.9 : 0.6) * double(d.sentences));
   }
 }
 

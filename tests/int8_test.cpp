@@ -15,6 +15,7 @@
 #include "anuvad/io/model_file.h"
 #include "anuvad/nn/layers.h"
 #include "anuvad/text/corpus.h"
+#include "support/precision_drift.h"
 
 using namespace anuvad;
 
@@ -47,23 +48,9 @@ Mat reference_product(const Mat& x, const Int8Matrix& w, const Mat& bias) {
   return y;
 }
 
-std::string fixture_model(const std::string& which) {
-  return std::string(ANUVAD_TEST_DATA) + "/reference/model_" + which + ".safetensors";
-}
-
-/// The pairs of data/dev.tsv and data/test.tsv as subwords of model m that fit its positions.
-std::vector<Example> dev_pairs(const TranslationModel& m) {
-  std::vector<Example> pairs;
-  const size_t limit = size_t(m.transformer->config().max_positions - 1);
-  const std::string data = std::string(ANUVAD_SOURCE_DIR) + "/data/";
-  for (const SentencePair& p : read_parallel_corpus({data + "dev.tsv", data + "test.tsv"})) {
-    Example e{m.src_tokenizer->encode(p.src), m.tgt_tokenizer->encode(p.tgt)};
-    if (e.src.size() <= limit && e.tgt.size() <= limit) pairs.push_back(std::move(e));
-  }
-  return pairs;
-}
-
 }  // namespace
+
+using anuvad::test::fixture_model;
 
 TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own scale", "[int8]") {
   std::mt19937_64 rng(3);
@@ -184,28 +171,12 @@ TEST_CASE("Decoding in int8 moves scores a little, and the weights are held in i
     CHECK(q->int8.data == expected.data);
     CHECK(bias->value.size() > 0);  // biases stay float32
     CHECK_THROWS_AS(model_to_safetensors(*i8.transformer, *i8.src_tokenizer, *i8.tgt_tokenizer), ConfigError);
-    const std::vector<Example> pairs = dev_pairs(f32);
-    const auto s32 = forced_scores(*f32.transformer, pairs);
-    const auto s8 = forced_scores(*i8.transformer, pairs);
-    double max_abs = 0, max_rel = 0;
-    for (size_t i = 0; i < pairs.size(); ++i) {
-      double a = 0, b = 0;
-      for (double v : s32[i]) a += v;
-      for (double v : s8[i]) b += v;
-      max_abs = std::max(max_abs, std::abs(a - b));
-      max_rel = std::max(max_rel, std::abs(a - b) / std::abs(a));
-    }
-    std::vector<std::vector<int32_t>> sources;
-    for (const Example& e : pairs) sources.push_back(e.src);
-    const auto g32 = greedy_decode(*f32.transformer, sources, DecodeOptions{});
-    const auto g8 = greedy_decode(*i8.transformer, sources, DecodeOptions{});
-    int same = 0;
-    for (size_t i = 0; i < sources.size(); ++i) same += g32[i].tokens == g8[i].tokens;
-    INFO(which << ": largest score change " << max_abs << " nats (relative " << max_rel
-               << "), identical greedy outputs " << same << "/" << sources.size());
-    CHECK(max_abs > 0);  // int8 really ran
-    CHECK(max_rel <= 0.005);
-    CHECK(double(same) >= (which == "pre" ? 0.85 : 0.35) * double(sources.size()));
+    const test::PrecisionDrift d = test::precision_drift(f32, i8);
+    INFO(which << ": largest score change " << d.max_abs << " nats (relative " << d.max_rel
+               << "), identical greedy outputs " << d.same_greedy << "/" << d.sentences);
+    CHECK(d.max_abs > 0);  // int8 really ran
+    CHECK(d.max_rel <= 0.005);
+    CHECK(double(d.same_greedy) >= (which == "pre" ? 0.85 : 0.35) * double(d.sentences));
     // Back to float32: the dequantized weights, and training refuses nothing then.
     i8.transformer->set_compute_type(ComputeType::kFloat32);
     CHECK(q->int8.empty());
