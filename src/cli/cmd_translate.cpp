@@ -330,7 +330,7 @@ LoadedModels load_models(const ModelOptions& o) {
     spdlog::warn("--compute-type bfloat16: this build has no AVX2 or AVX-512 bfloat16 kernel (a "
                  "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
                  "than float32");
-  if (compute_type == ComputeType::kInt8 && int8_kernel_name(Int8Kernel::kAuto) == "scalar")
+  if (compute_type == ComputeType::kInt8 && int8_kernels_compiled().back() == Int8Kernel::kScalar)
     spdlog::warn("--compute-type int8: this build has no AVX-512 VNNI kernel (a portable build, "
                  "or a CPU without it), so it runs a scalar one, several times slower than float32");
   std::vector<TranslationModel> models;

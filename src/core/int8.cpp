@@ -179,10 +179,16 @@ void panel_range(Int8Kernel kernel, const QuantizedRows& q, Index m, const Int8M
   scalar_columns(q, m, w, bias, y, ldy, p0 * kInt8Panel, std::min(w.rows, p1 * kInt8Panel));
 }
 
+/// `kernel` checked against this build's paths; kAuto → the widest. Allocates nothing (it runs
+/// in every product of a decoding step).
 Int8Kernel resolve(Int8Kernel kernel) {
-  const std::vector<Int8Kernel> all = int8_kernels_compiled();
-  if (kernel == Int8Kernel::kAuto) return all.back();
-  if (std::find(all.begin(), all.end(), kernel) == all.end())
+#ifdef __AVX512VNNI__
+  constexpr Int8Kernel widest = Int8Kernel::kAvx512Vnni;
+#else
+  constexpr Int8Kernel widest = Int8Kernel::kScalar;
+#endif
+  if (kernel == Int8Kernel::kAuto) return widest;
+  if (kernel != Int8Kernel::kScalar && kernel != widest)
     throw ConfigError("int8 kernel " + int8_kernel_name(kernel) + " is not compiled into this build");
   return kernel;
 }
