@@ -104,7 +104,7 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
   // nested (the incremental decoder already runs row blocks in parallel).
   const double work = double(n_pairs) * s.n_queries * s.n_keys * double(d_head);
   const bool parallel = n_pairs > 1 && work >= 32768.0 && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
+#pragma omp parallel for schedule(dynamic) if (parallel)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
     const int sentence = s.batch_offset + b;  // index into kv_index, the packings and the mask
@@ -188,7 +188,7 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
   const bool dropped = cache.drop.size() > 0;
   const int n_queries = q_rows.max_length;
   const int n_pairs = q_rows.batch_size() * n_heads_;
-#pragma omp parallel for schedule(static) if (n_pairs > 1)
+#pragma omp parallel for schedule(dynamic) if (n_pairs > 1)
   for (int bh = 0; bh < n_pairs; ++bh) {
     const int b = bh / n_heads_, h = bh % n_heads_;
     const Index q0 = q_rows.offsets[b], nq = q_rows.lengths[b];

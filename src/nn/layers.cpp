@@ -7,6 +7,7 @@
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/int8.h"
+#include "anuvad/core/parallel.h"
 
 namespace anuvad {
 
@@ -37,7 +38,9 @@ void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eig
                          b.rows() == 1 && b.cols() == w.rows(),
                      "affine_into: shape mismatch");
   // Start from the bias and accumulate the product: no zero-fill pass, no second bias pass.
-  y.rowwise() = b.row(0);
+  parallel_blocks(y.rows(), double(y.size()), [&](Index r0, Index r1) {
+    y.middleRows(r0, r1 - r0).rowwise() = b.row(0);
+  });
   gemm(x, false, w, true, Scalar(1), Scalar(1), y);
 }
 
@@ -53,7 +56,7 @@ void affine_backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat
   }
   // forward: y = x·Wᵀ + b  ⇒  dW = dyᵀ·x, db = Σ_rows dy, dx = dy·W.
   gemm(dy, true, x, false, Scalar(1), Scalar(1), dw);
-  db += dy.colwise().sum();
+  column_sums(dy, db, /*accumulate=*/true);
   gemm(dy, false, w, false, Scalar(1), accumulate ? Scalar(1) : Scalar(0), dx);
 }
 
@@ -79,14 +82,16 @@ void LayerNorm::forward(const Eigen::Ref<const Mat>& x, Mat& y, LayerNormCache& 
   cache.x_hat.resize(n, d);
   cache.rstd.resize(n);
   y.resize(n, d);
-  for (Index r = 0; r < n; ++r) {
-    const Scalar mean = x.row(r).mean();
-    const Scalar var = (x.row(r).array() - mean).square().mean();
-    const Scalar rstd = Scalar(1) / std::sqrt(var + eps_);
-    cache.rstd[r] = rstd;
-    cache.x_hat.row(r) = (x.row(r).array() - mean) * rstd;
-    y.row(r) = cache.x_hat.row(r).cwiseProduct(gamma.value) + beta.value;
-  }
+  parallel_blocks(n, double(n) * double(d), [&](Index r0, Index r1) {
+    for (Index r = r0; r < r1; ++r) {
+      const Scalar mean = x.row(r).mean();
+      const Scalar var = (x.row(r).array() - mean).square().mean();
+      const Scalar rstd = Scalar(1) / std::sqrt(var + eps_);
+      cache.rstd[r] = rstd;
+      cache.x_hat.row(r) = (x.row(r).array() - mean) * rstd;
+      y.row(r) = cache.x_hat.row(r).cwiseProduct(gamma.value) + beta.value;
+    }
+  });
 }
 
 void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& cache,
@@ -94,15 +99,18 @@ void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& 
   // forward: y = γ ⊙ x̂ + β, x̂ = (x − μ)·rstd
   // ⇒ dγ = Σ dy ⊙ x̂, dβ = Σ dy, dx = rstd·(dx̂ − mean(dx̂) − x̂ ⊙ mean(dx̂ ⊙ x̂)), dx̂ = dy ⊙ γ
   const Index n = dy.rows(), d = dy.cols();
-  gamma.grad_acc() += dy.cwiseProduct(cache.x_hat).colwise().sum();
-  beta.grad_acc() += dy.colwise().sum();
+  column_sums(dy.cwiseProduct(cache.x_hat), gamma.grad_acc(), /*accumulate=*/true);
+  column_sums(dy, beta.grad_acc(), /*accumulate=*/true);
   dx.resize(n, d);
-  for (Index r = 0; r < n; ++r) {
-    const RowVec dxhat = dy.row(r).cwiseProduct(gamma.value);
-    const Scalar m1 = dxhat.mean();
-    const Scalar m2 = dxhat.cwiseProduct(cache.x_hat.row(r)).mean();
-    dx.row(r) = cache.rstd[r] * (dxhat.array() - m1 - cache.x_hat.row(r).array() * m2);
-  }
+  parallel_blocks(n, double(n) * double(d), [&](Index r0, Index r1) {
+    RowVec dxhat(d);
+    for (Index r = r0; r < r1; ++r) {
+      dxhat = dy.row(r).cwiseProduct(gamma.value);
+      const Scalar m1 = dxhat.mean();
+      const Scalar m2 = dxhat.cwiseProduct(cache.x_hat.row(r)).mean();
+      dx.row(r) = cache.rstd[r] * (dxhat.array() - m1 - cache.x_hat.row(r).array() * m2);
+    }
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -115,17 +123,20 @@ FeedForward::FeedForward(ParamRegistry& reg, const std::string& prefix, Index d_
 void FeedForward::forward(const Eigen::Ref<const Mat>& x, Scalar ffn_dropout,
                           const DropoutContext& dctx, FeedForwardCache& cache, Mat& y) const {
   linear1.forward(x, cache.hidden);
-  cache.hidden = cache.hidden.cwiseMax(Scalar(0));
   make_dropout_mask(cache.hidden.cols(), ffn_dropout, dctx.site(dropout_site::kFfnHidden), cache.drop);
   ANUVAD_CHECK_SHAPE(cache.drop.size() == 0 || cache.drop.rows() == x.rows(),
                      "FeedForward: the dropout rows do not match the input");
-  if (cache.drop.size() > 0) {
-    cache.hidden_dropped = cache.hidden.cwiseProduct(cache.drop);
-    linear2.forward(cache.hidden_dropped, y);
-  } else {
-    cache.hidden_dropped.resize(0, 0);
-    linear2.forward(cache.hidden, y);
-  }
+  const bool dropped = cache.drop.size() > 0;
+  if (dropped) cache.hidden_dropped.resize(cache.hidden.rows(), cache.hidden.cols());
+  else cache.hidden_dropped.resize(0, 0);
+  // ReLU, then the dropout mask, in one pass over the hidden rows.
+  parallel_blocks(cache.hidden.rows(), double(cache.hidden.size()), [&](Index r0, Index r1) {
+    auto h = cache.hidden.middleRows(r0, r1 - r0);
+    h = h.cwiseMax(Scalar(0));
+    if (dropped)
+      cache.hidden_dropped.middleRows(r0, r1 - r0) = h.cwiseProduct(cache.drop.middleRows(r0, r1 - r0));
+  });
+  linear2.forward(dropped ? cache.hidden_dropped : cache.hidden, y);
 }
 
 void FeedForward::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<const Mat>& x,
@@ -133,9 +144,13 @@ void FeedForward::backward(const Eigen::Ref<const Mat>& dy, const Eigen::Ref<con
   const Mat& h2 = cache.drop.size() > 0 ? cache.hidden_dropped : cache.hidden;
   Mat dh;
   linear2.backward(dy, h2, dh);
-  if (cache.drop.size() > 0) dh.array() *= cache.drop.array();
-  // ReLU: pass the gradient where the output was positive.
-  dh = (cache.hidden.array() > Scalar(0)).select(dh, Scalar(0));
+  const bool dropped = cache.drop.size() > 0;
+  // Dropout's mask, then ReLU's (the gradient passes where the output was positive).
+  parallel_blocks(dh.rows(), double(dh.size()), [&](Index r0, Index r1) {
+    auto g = dh.middleRows(r0, r1 - r0);
+    if (dropped) g.array() *= cache.drop.middleRows(r0, r1 - r0).array();
+    g = (cache.hidden.middleRows(r0, r1 - r0).array() > Scalar(0)).select(g, Scalar(0));
+  });
   linear1.backward(dh, x, dx);
 }
 
@@ -244,32 +259,43 @@ void Embedding::backward(const Eigen::Ref<const Mat>& dout, const TokenIds& ids,
 // ---------------------------------------------------------------------------------------------
 // Residual sublayer
 
+namespace {
+
+/// out = a + b ⊙ m (out = a + b when m is empty) over row blocks split across the threads;
+/// a, b, m: [n, d]. out is resized to [n, d].
+void add_masked(const Mat& a, const Mat& b, const Mat& m, Mat& out) {
+  out.resize(a.rows(), a.cols());
+  parallel_blocks(a.rows(), double(a.size()), [&](Index r0, Index r1) {
+    const Index n = r1 - r0;
+    if (m.size() > 0) {
+      out.middleRows(r0, n) = a.middleRows(r0, n) + b.middleRows(r0, n).cwiseProduct(m.middleRows(r0, n));
+    } else {
+      out.middleRows(r0, n) = a.middleRows(r0, n) + b.middleRows(r0, n);
+    }
+  });
+}
+
+}  // namespace
+
 void residual_forward(const Mat& x, const LayerNorm& ln, bool pre_norm, Scalar dropout,
                       const DropoutContext& dctx, const SublayerForward& f, ResidualCache& cache,
                       Mat& y) {
   if (pre_norm) {
     ln.forward(x, cache.f_in, cache.ln);
   } else {
-    cache.f_in = x;
+    cache.f_in.resize(x.rows(), x.cols());
+    parallel_blocks(x.rows(), double(x.size()), [&](Index r0, Index r1) {
+      cache.f_in.middleRows(r0, r1 - r0) = x.middleRows(r0, r1 - r0);
+    });
   }
   f(cache.f_in, cache.f_out);
   make_dropout_mask(x.cols(), dropout, dctx, cache.drop);
   ANUVAD_CHECK_SHAPE(cache.drop.size() == 0 || cache.drop.rows() == x.rows(),
                      "residual: the dropout rows do not match the input");
   if (pre_norm) {
-    y = x;
-    if (cache.drop.size() > 0) {
-      y.array() += cache.f_out.array() * cache.drop.array();
-    } else {
-      y += cache.f_out;
-    }
+    add_masked(x, cache.f_out, cache.drop, y);
   } else {
-    cache.sum = x;
-    if (cache.drop.size() > 0) {
-      cache.sum.array() += cache.f_out.array() * cache.drop.array();
-    } else {
-      cache.sum += cache.f_out;
-    }
+    add_masked(x, cache.f_out, cache.drop, cache.sum);
     ln.forward(cache.sum, y, cache.ln);
   }
 }
@@ -282,15 +308,22 @@ void residual_backward(const Mat& dy, const LayerNorm& ln, bool pre_norm,
     ln.backward(dy, cache.ln, dsum);
     dres = &dsum;
   }
-  Mat df_out = cache.drop.size() > 0 ? Mat(dres->cwiseProduct(cache.drop)) : *dres;
+  Mat df_out;  // the gradient at f's output: dres ⊙ mask (dres itself without dropout)
+  if (cache.drop.size() > 0) {
+    df_out.resize(dres->rows(), dres->cols());
+    parallel_blocks(dres->rows(), double(dres->size()), [&](Index r0, Index r1) {
+      df_out.middleRows(r0, r1 - r0) =
+          dres->middleRows(r0, r1 - r0).cwiseProduct(cache.drop.middleRows(r0, r1 - r0));
+    });
+  }
   Mat df_in;
-  fb(df_out, df_in);
+  fb(cache.drop.size() > 0 ? df_out : *dres, df_in);
   if (pre_norm) {
     Mat dln;
     ln.backward(df_in, cache.ln, dln);
-    dx = *dres + dln;
+    add_masked(*dres, dln, Mat(), dx);
   } else {
-    dx = *dres + df_in;
+    add_masked(*dres, df_in, Mat(), dx);
   }
 }
 

@@ -1,7 +1,10 @@
 // Parameter registry and initialisers.
 #include "anuvad/nn/param.h"
 
+#include <algorithm>
 #include <cmath>
+
+#include <omp.h>
 
 #include "anuvad/core/error.h"
 
@@ -31,7 +34,18 @@ const Param* ParamRegistry::find(const std::string& name) const {
 }
 
 void ParamRegistry::zero_grad() {
-  for (auto& p : params_) p.grad_acc().setZero();
+  for (auto& p : params_) p.grad_acc();  // allocates the missing ones (serially)
+  // Each gradient's lines split across the threads (a memset of every parameter's size).
+#pragma omp parallel
+  {
+    const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
+    for (auto& p : params_) {
+      const Index size = p.grad.size(), lines = (size + 15) / 16;
+      const Index first = std::min(size, lines * t / nt * 16);
+      const Index last = std::min(size, lines * (t + 1) / nt * 16);
+      if (last > first) std::fill(p.grad.data() + first, p.grad.data() + last, Scalar(0));
+    }
+  }
 }
 
 int64_t ParamRegistry::num_elements() const {

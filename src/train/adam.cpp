@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <omp.h>
+
 namespace anuvad {
 
 Adam::Adam(const ParamRegistry& reg, double beta1, double beta2, double eps)
@@ -23,12 +25,26 @@ void Adam::step(ParamRegistry& reg, double lr, int64_t step) {
   const Scalar eps = static_cast<Scalar>(eps_);
   auto& params = reg.params();
   const int n = static_cast<int>(params.size());
-#pragma omp parallel for schedule(dynamic)
-  for (int i = 0; i < n; ++i) {
-    Param& p = params[i];
-    m_[i] = b1 * m_[i] + (Scalar(1) - b1) * p.grad;
-    v_[i] = b2 * v_[i] + (Scalar(1) - b2) * p.grad.cwiseAbs2();
-    p.value.array() -= step_size * m_[i].array() / (v_[i].array().sqrt() * inv_sqrt_bc2 + eps);
+  // Every value is updated by the same expression, so each parameter's values are split across
+  // the threads in contiguous blocks of whole 64-byte lines (the block boundaries, hence which
+  // values take the vector or the scalar path, do not depend on the thread count).
+  using Values = Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>>;
+#pragma omp parallel
+  {
+    const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
+    for (int i = 0; i < n; ++i) {
+      Param& p = params[i];
+      const Index size = p.value.size(), lines = (size + 15) / 16;
+      const Index first = std::min(size, lines * t / nt * 16);
+      const Index last = std::min(size, lines * (t + 1) / nt * 16);
+      if (last <= first) continue;
+      const Index len = last - first;
+      Values g(p.grad.data() + first, len), m(m_[i].data() + first, len), v(v_[i].data() + first, len);
+      Values theta(p.value.data() + first, len);
+      m = b1 * m + (Scalar(1) - b1) * g;
+      v = b2 * v + (Scalar(1) - b2) * g.square();
+      theta -= step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+    }
   }
 }
 
