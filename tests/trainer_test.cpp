@@ -430,6 +430,54 @@ TEST_CASE("Progress: planned updates, ETA and time formatting", "[train][progres
   CHECK(p.elapsed_seconds() < 60.0);
 }
 
+TEST_CASE("gradient_norm and clipping inside Adam: the definition, whatever the thread count", "[adam]") {
+  // 3 parameters (one of 37,000 values: several 4,096-value blocks): the norm equals the sum of
+  // squares in long double to double rounding, 1 and 2 threads give the same bits, and an Adam
+  // step with the clipping factor equals clip_grad_norm followed by a plain step, bit for bit.
+  const auto make = [] {
+    ParamRegistry reg;
+    reg.add("a", {3, 5});
+    reg.add("big", {37, 1000});
+    reg.add("b", {7});
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> nd(0.0, 1.0);
+    for (Param& p : reg.params()) {
+      p.grad_acc();
+      for (Index j = 0; j < p.value.size(); ++j) p.value.data()[j] = Scalar(nd(rng));
+      for (Index j = 0; j < p.grad.size(); ++j) p.grad.data()[j] = Scalar(nd(rng));
+    }
+    return reg;
+  };
+  ParamRegistry reg = make();
+  long double sq = 0;
+  for (const Param& p : reg.params())
+    for (Index j = 0; j < p.grad.size(); ++j) sq += (long double)p.grad.data()[j] * p.grad.data()[j];
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(1);
+  const double one = gradient_norm(reg);
+  omp_set_num_threads(2);
+  const double two = gradient_norm(reg);
+  CHECK(one == two);
+  CHECK(std::abs(one - double(std::sqrt(sq))) <= 1e-12 * one);
+  CHECK(clip_coefficient(one, 0.0) == Scalar(1));
+  CHECK(clip_coefficient(one, 2 * one) == Scalar(1));
+  CHECK(clip_coefficient(one, 1.0) == Scalar(1.0 / (one + 1e-12)));
+
+  ParamRegistry clipped = make(), folded = make();
+  Adam a1(clipped), a2(folded);
+  CHECK(clip_grad_norm(clipped, 1.0) == one);
+  a1.step(clipped, 1e-3, 1);
+  a2.step(folded, 1e-3, 1, clip_coefficient(gradient_norm(folded), 1.0));
+  for (size_t i = 0; i < clipped.params().size(); ++i)
+    CHECK(clipped.params()[i].value == folded.params()[i].value);
+
+  reg.params()[1].grad(5, 7) = std::numeric_limits<Scalar>::infinity();
+  CHECK_FALSE(std::isfinite(gradient_norm(reg)));
+  reg.params()[1].grad(5, 7) = std::numeric_limits<Scalar>::quiet_NaN();
+  CHECK(std::isnan(gradient_norm(reg)));
+  omp_set_num_threads(saved);
+}
+
 TEST_CASE("Adam::step follows Kingma & Ba's Algorithm 1 on every value, whatever the thread count", "[adam]") {
   // Three parameters of different sizes (37,000 values in one), three steps with new gradients
   // each: every value equals Algorithm 1 computed in double (float32 rounding only), and 1 and 2

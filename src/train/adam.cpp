@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include <omp.h>
 
@@ -16,7 +17,7 @@ Adam::Adam(const ParamRegistry& reg, double beta1, double beta2, double eps)
   }
 }
 
-void Adam::step(ParamRegistry& reg, double lr, int64_t step) {
+void Adam::step(ParamRegistry& reg, double lr, int64_t step, Scalar grad_scale) {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(step));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(step));
   const Scalar b1 = static_cast<Scalar>(beta1_), b2 = static_cast<Scalar>(beta2_);
@@ -41,8 +42,8 @@ void Adam::step(ParamRegistry& reg, double lr, int64_t step) {
       const Index len = last - first;
       Values g(p.grad.data() + first, len), m(m_[i].data() + first, len), v(v_[i].data() + first, len);
       Values theta(p.value.data() + first, len);
-      m = b1 * m + (Scalar(1) - b1) * g;
-      v = b2 * v + (Scalar(1) - b2) * g.square();
+      m = b1 * m + (Scalar(1) - b1) * (g * grad_scale);
+      v = b2 * v + (Scalar(1) - b2) * (g * grad_scale).square();
       theta -= step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
     }
   }
@@ -54,14 +55,45 @@ double inverse_sqrt_lr(double peak, int64_t step, int64_t warmup_steps) {
   return peak * std::min(s / w, std::sqrt(w / s));
 }
 
-double clip_grad_norm(ParamRegistry& reg, double max_norm) {
-  double sq = 0;
-  for (const Param& p : reg.params()) sq += static_cast<double>(p.grad.squaredNorm());
-  const double norm = std::sqrt(sq);
-  if (max_norm > 0 && norm > max_norm) {
-    const Scalar s = static_cast<Scalar>(max_norm / (norm + 1e-12));
-    for (Param& p : reg.params()) p.grad *= s;
+namespace {
+
+/// Values per block of gradient_norm (a fixed size, so that the sums do not depend on the
+/// thread count).
+constexpr Index kNormBlock = 4096;
+
+}  // namespace
+
+double gradient_norm(const ParamRegistry& reg) {
+  struct Block {
+    const Scalar* data;
+    Index size;
+  };
+  std::vector<Block> blocks;
+  for (const Param& p : reg.params())
+    for (Index i = 0; i < p.grad.size(); i += kNormBlock)
+      blocks.push_back({p.grad.data() + i, std::min(kNormBlock, p.grad.size() - i)});
+  std::vector<double> sums(blocks.size());
+  const int n = static_cast<int>(blocks.size());
+#pragma omp parallel for schedule(static) if (n > 16)
+  for (int b = 0; b < n; ++b) {
+    const Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>> g(blocks[b].data, blocks[b].size);
+    sums[b] = g.template cast<double>().square().sum();
   }
+  double sq = 0;
+  for (const double s : sums) sq += s;
+  return std::sqrt(sq);
+}
+
+Scalar clip_coefficient(double norm, double max_norm) {
+  if (max_norm > 0 && norm > max_norm) return static_cast<Scalar>(max_norm / (norm + 1e-12));
+  return Scalar(1);
+}
+
+double clip_grad_norm(ParamRegistry& reg, double max_norm) {
+  const double norm = gradient_norm(reg);
+  const Scalar s = clip_coefficient(norm, max_norm);
+  if (s != Scalar(1))
+    for (Param& p : reg.params()) p.grad *= s;
   return norm;
 }
 

@@ -45,12 +45,17 @@ LossStats forward_loss_backward(Transformer& model, const Batch& b, const Dropou
   return ls;
 }
 
-/// Clips the gradients to opts.clip_norm, then one Adam update at the learning rate the
-/// schedule gives for `step` (inverse_sqrt_lr); returns that rate.
+/// Checks that the gradients are finite (throws NumericError naming the first that is not),
+/// then one Adam update at the learning rate the schedule gives for `step` (inverse_sqrt_lr)
+/// with the gradients clipped to opts.clip_norm (the factor is applied in Adam's pass; the
+/// stored gradients are left unscaled); returns that rate.
 double clip_and_adam_step(ParamRegistry& params, Adam& adam, const TrainOptions& opts, int64_t step) {
-  clip_grad_norm(params, opts.clip_norm);
+  // One parallel pass for the norm (NaN or Inf exactly when a gradient is: then the slow pass
+  // names the parameter); the clipping factor is applied inside Adam's pass.
+  const double norm = gradient_norm(params);
+  if (!std::isfinite(norm)) check_finite_gradients(params, step);
   const double lr = inverse_sqrt_lr(opts.learning_rate, step, opts.warmup_steps);
-  adam.step(params, lr, step);
+  adam.step(params, lr, step, clip_coefficient(norm, opts.clip_norm));
   return lr;
 }
 
@@ -213,7 +218,6 @@ class Run {
     if (!std::isfinite(loss))
       throw NumericError("step " + std::to_string(step_) +
                          ": training loss is NaN or Inf; training stopped, the last saved model is kept");
-    check_finite_gradients(model_.params(), step_);
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);
     ema_.update(model_.params(), step_);
 #ifndef NDEBUG

@@ -270,10 +270,11 @@ struct Trainer {
     const LossStats ls = label_smoothed_cross_entropy(logits, b.tgt_out, 0.1, &dlogits,
                                                       static_cast<double>(b.n_tgt_tokens()));
     model.backward(b, dlogits, cache);
-    if (clip_norm > 0) clip_grad_norm(model.params(), clip_norm);
+    // as anuvad train does (train/trainer.cpp): the norm in one pass, the factor inside Adam's
+    const Scalar clip = clip_norm > 0 ? clip_coefficient(gradient_norm(model.params()), clip_norm) : Scalar(1);
     // torch_ref: lr = d^-0.5 · min(s^-0.5, s · w^-1.5) = peak · min(s / w, √(w / s)), peak = (d·w)^-0.5
     const double peak = 1.0 / std::sqrt(double(c.d_model) * kWarmupSchedule);
-    adam.step(model.params(), inverse_sqrt_lr(peak, step_no, kWarmupSchedule), step_no);
+    adam.step(model.params(), inverse_sqrt_lr(peak, step_no, kWarmupSchedule), step_no, clip);
     return ls.loss_sum / static_cast<double>(ls.n_tokens);
   }
 };
