@@ -60,7 +60,7 @@ TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own 
   const Int8Matrix q = to_int8(w);
   REQUIRE(q.rows == 3);
   REQUIRE(q.cols == 70);
-  CHECK(q.padded_cols == 72);
+  CHECK(q.padded_cols() == 72);
   CHECK(q.panels() == 1);
   CHECK(q.data.size() == size_t(16 * 72));
   CHECK(q.scale[1] == 1.0f);
@@ -68,7 +68,7 @@ TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own 
   CHECK(q.scale[2] == 4.0f / 127.0f);
   for (Index r = 0; r < 3; ++r) {
     int32_t sum = 0;
-    for (Index c = 0; c < q.padded_cols; ++c) {
+    for (Index c = 0; c < q.padded_cols(); ++c) {
       const int v = q.at(r, c);
       CHECK(std::abs(v) <= 127);
       if (c >= 70) CHECK(v == 0);  // padding
@@ -78,7 +78,7 @@ TEST_CASE("to_int8 quantizes each row symmetrically to [-127, 127] with its own 
     CHECK(q.row_sum[size_t(r)] == sum);
   }
   for (Index r = 3; r < 16; ++r)  // the panel's padding rows
-    for (Index c = 0; c < q.padded_cols; ++c) CHECK(q.at(r, c) == 0);
+    for (Index c = 0; c < q.padded_cols(); ++c) CHECK(q.at(r, c) == 0);
   const Mat back = from_int8(q);
   CHECK(back(2, 5) == Approx(-4.0f));
   CHECK((back - w).cwiseAbs().maxCoeff() <= 0.5 * 4.0 / 127.0 + 1e-6);

@@ -11,8 +11,10 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
+#include "anuvad/core/parallel.h"
 #include "anuvad/nn/attention.h"
 #include "anuvad/nn/batch.h"
+#include "anuvad/nn/layers.h"
 #include "support/gradcheck.h"
 
 using namespace anuvad;
@@ -66,6 +68,50 @@ TEST_CASE("gemm below the BLAS threshold splits the columns across threads corre
           CHECK(big.col(n + 2) == before.col(n + 2));
         }
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("Element-wise passes split across the threads give the bits of one thread", "[parallel]") {
+  // 1,500 rows × 50 (75,000 elements, above kParallelMinElements; 50 columns: a partial
+  // 16-column line): layer norm forward and backward (γ, β gradients), a post-norm residual
+  // sublayer and its backward, and column_sums give the same bits on 1, 2 and 3 threads, and
+  // column_sums equals a double sum.
+  const Index n = 1500, d = 50;
+  REQUIRE(double(n) * double(d) >= kParallelMinElements);
+  const Mat x = random_mat(n, d, 7), dy = random_mat(n, d, 8);
+  const auto run = [&](int threads) {
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(threads);
+    ParamRegistry reg;
+    LayerNorm ln(reg, "ln", d, Scalar(1e-5));
+    ln.gamma.value = random_mat(1, d, 9);
+    ln.beta.value = random_mat(1, d, 10);
+    Mat y, dx, y2, dx2;
+    LayerNormCache cache;
+    ln.forward(x, y, cache);
+    ln.backward(dy, cache, dx);
+    ResidualCache rc;
+    const SublayerForward twice = [](const Mat& in, Mat& out) { out = Scalar(2) * in; };
+    const SublayerBackward twice_back = [](const Mat& dout, Mat& din) { din = Scalar(2) * dout; };
+    residual_forward(x, ln, /*pre_norm=*/false, Scalar(0), DropoutContext(), twice, rc, y2);
+    residual_backward(dy, ln, /*pre_norm=*/false, twice_back, rc, dx2);
+    Mat sums(1, d);
+    column_sums(x, sums, /*accumulate=*/false);
+    omp_set_num_threads(saved);
+    return std::vector<Mat>{y, dx, ln.gamma.grad, ln.beta.grad, y2, dx2, sums};
+  };
+  const std::vector<Mat> one = run(1);
+  for (const int threads : {2, 3}) {
+    const std::vector<Mat> other = run(threads);
+    for (size_t i = 0; i < one.size(); ++i) {
+      INFO(threads << " threads, output " << i);
+      CHECK(one[i] == other[i]);
+    }
+  }
+  for (Index c = 0; c < d; ++c) {
+    double sum = 0;
+    for (Index r = 0; r < n; ++r) sum += double(x(r, c));
+    CHECK(std::abs(double(one[6](0, c)) - sum) < 1e-3);
+  }
 }
 
 TEST_CASE("gemm reads and writes blocks of larger matrices, and checks shapes", "[gemm]") {

@@ -431,13 +431,14 @@ TEST_CASE("Progress: planned updates, ETA and time formatting", "[train][progres
 }
 
 TEST_CASE("gradient_norm and clipping inside Adam: the definition, whatever the thread count", "[adam]") {
-  // 3 parameters (one of 37,000 values: several 4,096-value blocks): the norm equals the sum of
-  // squares in long double to double rounding, 1 and 2 threads give the same bits, and an Adam
-  // step with the clipping factor equals clip_grad_norm followed by a plain step, bit for bit.
+  // 3 parameters (one of 77,000 values: 19 blocks of 4,096, enough for the parallel path): the
+  // norm equals the sum of squares in long double to double rounding, 1 and 2 threads give the
+  // same bits, and an Adam step with the clipping factor equals clip_grad_norm followed by a
+  // plain step, bit for bit.
   const auto make = [] {
     ParamRegistry reg;
     reg.add("a", {3, 5});
-    reg.add("big", {37, 1000});
+    reg.add("big", {70, 1100});
     reg.add("b", {7});
     std::mt19937_64 rng(11);
     std::normal_distribution<double> nd(0.0, 1.0);

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/gemm_stats.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
 // masked builtins; inlined into Eigen's AVX-512 ptranspose (the GEMM kernels instantiated here)
@@ -114,10 +115,12 @@ void eigen_split(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<
   }
 }
 
-}  // namespace
+/// The totals of gemm_stats(), per thread (no two threads ever update the same one).
+thread_local GemmStats g_stats;
 
-void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
-          bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
+/// gemm() without the time accounting.
+void gemm_impl(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+               bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
   const Index m = trans_a ? a.cols() : a.rows(), k = trans_a ? a.rows() : a.cols();
   const Index kb = trans_b ? b.cols() : b.rows(), n = trans_b ? b.rows() : b.cols();
   ANUVAD_CHECK_SHAPE(k == kb && c.rows() == m && c.cols() == n,
@@ -135,6 +138,22 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
   }
   eigen_split(a, trans_a, b, trans_b, alpha, beta, c, m, n, k);
 }
+
+}  // namespace
+
+void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
+          bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
+  if (omp_in_parallel()) return gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
+  const double t0 = omp_get_wtime();
+  gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
+  g_stats.seconds += omp_get_wtime() - t0;
+  g_stats.calls += 1;
+  g_stats.flops += 2.0 * double(c.rows()) * double(c.cols()) * double(trans_a ? a.rows() : a.cols());
+}
+
+GemmStats gemm_stats() { return g_stats; }
+
+void reset_gemm_stats() { g_stats = GemmStats{}; }
 
 std::string gemm_backend() {
   // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... USE_OPENMP ...".

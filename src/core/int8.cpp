@@ -25,8 +25,6 @@ namespace {
 /// Largest k for which no int32 sum can overflow: |Σ u·q| ≤ k·255·127 < 2^31.
 constexpr Index kInt8MaxCols = 65536;
 
-Index round_up(Index v, Index to) { return (v + to - 1) / to * to; }
-
 /// The activations of one product: rows of x quantized to u8 (zero point 128), padded to the
 /// weights' padded_cols, and each row's scale (NaN for a row holding a NaN or an infinity).
 struct QuantizedRows {
@@ -84,7 +82,7 @@ inline T finish(int32_t sum, float x_scale, const Int8Matrix& w, Index c, const 
 template <class T>
 void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
                     Index ldy, Index c0, Index c1) {
-  const Index k = w.padded_cols;
+  const Index k = w.padded_cols();
   for (Index r = 0; r < m; ++r) {
     const uint8_t* u = q.u.data() + r * k;
     for (Index c = c0; c < c1; ++c) {
@@ -102,7 +100,7 @@ void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const 
 template <int R, int C, class T>
 void vnni_tile(const uint8_t* u, const float* x_scale, const Int8Matrix& w, Index p,
                const T* bias, T* y, Index ldy) {
-  const Index k = w.padded_cols, panel_bytes = kInt8Panel * k;
+  const Index k = w.padded_cols(), panel_bytes = kInt8Panel * k;
   const int8_t* wp = w.data.data() + p * panel_bytes;
   __m512i acc[R][C];
   for (int r = 0; r < R; ++r)
@@ -137,10 +135,10 @@ void vnni_row_tiles(const uint8_t* u, const float* x_scale, Index n_rows, const 
                     Index p, const T* bias, T* y, Index ldy) {
   Index r = 0;
   for (; r + R <= n_rows; r += R)
-    vnni_tile<R, C>(u + r * w.padded_cols, x_scale + r, w, p, bias, y + r * ldy, ldy);
+    vnni_tile<R, C>(u + r * w.padded_cols(), x_scale + r, w, p, bias, y + r * ldy, ldy);
   if constexpr (R > 1)
     if (r < n_rows)
-      vnni_row_tiles<R - 1, C>(u + r * w.padded_cols, x_scale + r, n_rows - r, w, p, bias, y + r * ldy, ldy);
+      vnni_row_tiles<R - 1, C>(u + r * w.padded_cols(), x_scale + r, n_rows - r, w, p, bias, y + r * ldy, ldy);
 }
 
 /// Panels p0..p1 in blocks of 32 rows (reread from L1/L2 across the panel tiles) and tiles of 4
@@ -151,7 +149,7 @@ void vnni_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* 
   constexpr Index kRowBlock = 32;
   for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
     const Index rows = std::min(kRowBlock, m - r0);
-    const uint8_t* u = q.u.data() + r0 * w.padded_cols;
+    const uint8_t* u = q.u.data() + r0 * w.padded_cols();
     const float* s = q.scale.data() + r0;
     T* yb = y + r0 * ldy;
     Index p = p0;
@@ -198,8 +196,8 @@ Int8Kernel resolve(Int8Kernel kernel) {
 Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
   ANUVAD_CHECK_SHAPE(w.cols() <= kInt8MaxCols, "to_int8: " + std::to_string(w.cols()) +
                                                     " columns, more than " + std::to_string(kInt8MaxCols));
-  Int8Matrix out{w.rows(), w.cols(), round_up(w.cols(), 4), {}, {}, {}};
-  out.data.assign(size_t(out.panels() * kInt8Panel * out.padded_cols), int8_t(0));
+  Int8Matrix out{w.rows(), w.cols(), {}, {}, {}};
+  out.data.assign(size_t(out.panels() * kInt8Panel * out.padded_cols()), int8_t(0));
   out.scale.resize(size_t(out.rows));
   out.row_sum.resize(size_t(out.rows));
   for (Index r = 0; r < w.rows(); ++r) {
@@ -211,7 +209,7 @@ Int8Matrix to_int8(const Eigen::Ref<const Mat>& w) {
     }
     const float scale = amax > 0.0f ? amax / 127.0f : 1.0f;
     int32_t sum = 0;
-    int8_t* panel = out.data.data() + (r / kInt8Panel) * kInt8Panel * out.padded_cols;
+    int8_t* panel = out.data.data() + (r / kInt8Panel) * kInt8Panel * out.padded_cols();
     for (Index c = 0; c < w.cols(); ++c) {
       const long q = std::clamp(std::lround(static_cast<float>(w(r, c)) / scale), -127L, 127L);
       panel[(c / 4) * 4 * kInt8Panel + (r % kInt8Panel) * 4 + c % 4] = int8_t(q);
@@ -258,7 +256,7 @@ void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat&
   if (m == 0 || n == 0) return;
   // Reused: a decoding step allocates nothing after the first.
   thread_local QuantizedRows quantized;
-  quantize_rows(x.data(), x.outerStride(), m, k, w.padded_cols, quantized);
+  quantize_rows(x.data(), x.outerStride(), m, k, w.padded_cols(), quantized);
   const QuantizedRows& q = quantized;  // the caller's buffer, also inside the region below
   using T = Mat::Scalar;
   const T* b = bias.size() > 0 ? bias.data() : nullptr;

@@ -28,9 +28,13 @@ void Linear::forward_into(const Eigen::Ref<const Mat>& x, Eigen::Ref<Mat> y) con
   ANUVAD_CHECK_SHAPE(x.cols() == weight.cols(),
                      weight.name + ": input has " + std::to_string(x.cols()) +
                          " features, expected " + std::to_string(weight.cols()));
-  if (!weight.bf16.empty()) return bf16_affine(x, weight.bf16, bias.value, y);  // checks y
-  if (!weight.int8.empty()) return int8_affine(x, weight.int8, bias.value, y);
-  affine_into(x, weight.value, bias.value, y);  // checks the output block
+  param_affine(x, weight, bias.value, y);  // checks the output block
+}
+
+void param_affine(const Eigen::Ref<const Mat>& x, const Param& weight, const Mat& b, Eigen::Ref<Mat> y) {
+  if (!weight.bf16.empty()) return bf16_affine(x, weight.bf16, b, y);
+  if (!weight.int8.empty()) return int8_affine(x, weight.int8, b, y);
+  affine_into(x, weight.value, b, y);
 }
 
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y) {
@@ -103,9 +107,8 @@ void LayerNorm::backward(const Eigen::Ref<const Mat>& dy, const LayerNormCache& 
   column_sums(dy, beta.grad_acc(), /*accumulate=*/true);
   dx.resize(n, d);
   parallel_blocks(n, double(n) * double(d), [&](Index r0, Index r1) {
-    RowVec dxhat(d);
     for (Index r = r0; r < r1; ++r) {
-      dxhat = dy.row(r).cwiseProduct(gamma.value);
+      const auto dxhat = dy.row(r).cwiseProduct(gamma.value);  // an expression: no allocation
       const Scalar m1 = dxhat.mean();
       const Scalar m2 = dxhat.cwiseProduct(cache.x_hat.row(r)).mean();
       dx.row(r) = cache.rstd[r] * (dxhat.array() - m1 - cache.x_hat.row(r).array() * m2);

@@ -346,9 +346,7 @@ void Transformer::encode(const TokenIds& src, const Packing& src_rows, const Dro
 void Transformer::output_projection(const Eigen::Ref<const Mat>& h, Eigen::Ref<Mat> logits) const {
   ANUVAD_CHECK_SHAPE(logits.rows() == h.rows() && logits.cols() == out_weight_->rows(),
                      "output_projection: logits must be [N, V]");
-  if (!out_weight_->bf16.empty()) return bf16_affine(h, out_weight_->bf16, out_bias_->value, logits);
-  if (!out_weight_->int8.empty()) return int8_affine(h, out_weight_->int8, out_bias_->value, logits);
-  affine_into(h, out_weight_->value, out_bias_->value, logits);
+  param_affine(h, *out_weight_, out_bias_->value, logits);
 }
 
 void Transformer::decoder_forward(const TokenIds& tgt_in, const Packing& tgt_rows,

@@ -7,6 +7,8 @@
 
 #include <omp.h>
 
+#include "anuvad/core/error.h"
+
 namespace anuvad {
 
 Adam::Adam(const ParamRegistry& reg, double beta1, double beta2, double eps)
@@ -26,9 +28,14 @@ void Adam::step(ParamRegistry& reg, double lr, int64_t step, Scalar grad_scale) 
   const Scalar eps = static_cast<Scalar>(eps_);
   auto& params = reg.params();
   const int n = static_cast<int>(params.size());
-  // Every value is updated by the same expression, so each parameter's values are split across
-  // the threads in contiguous blocks of whole 64-byte lines (the block boundaries, hence which
-  // values take the vector or the scalar path, do not depend on the thread count).
+  for (int i = 0; i < n; ++i)
+    ANUVAD_CHECK_SHAPE(params[i].grad.size() == params[i].value.size() &&
+                           m_[i].size() == params[i].value.size() && v_[i].size() == params[i].value.size(),
+                       "Adam::step: " + params[i].name + " has no gradient or moments of its size");
+  // Every value is updated by the same expression; each parameter's values are split across
+  // the threads in contiguous blocks of whole 16-value lines, so that every block starts as
+  // aligned as the parameter itself and a value takes the vector or the scalar path whatever
+  // the thread count.
   using Values = Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>>;
 #pragma omp parallel
   {

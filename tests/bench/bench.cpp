@@ -63,6 +63,7 @@
 #include "anuvad/core/bf16.h"
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
+#include "anuvad/core/gemm_stats.h"
 #include "anuvad/core/runtime.h"
 #include "anuvad/decode/translator.h"
 #include "anuvad/nn/batch.h"
@@ -302,11 +303,15 @@ void bench_train(const Args& a, const BenchConfig& c) {
   }
   std::vector<double> times;
   double loss = 0;
+  reset_gemm_stats();
   for (int r = 0; r < a.repeats; ++r) {
     const auto t0 = Clock::now();
     for (const auto& b : batches) loss = tr.step(b.batch);
     times.push_back(seconds(t0, Clock::now()));
   }
+  const GemmStats gs = gemm_stats();
+  double total = 0;
+  for (double t : times) total += t;
   std::vector<double> tps, ms, gf;
   for (double t : times) {
     tps.push_back(tgt_tokens / t);
@@ -322,7 +327,12 @@ void bench_train(const Args& a, const BenchConfig& c) {
            {"flops_per_step_useful", useful / steps}, {"flops_per_step_padded", padded / steps},
            {"achieved_gflops_padded", summarize(gf)}, {"params", param_counts(model)},
            {"final_loss", loss}, {"peak_rss_mib", peak_rss_mib()},
-           {"rss_before_training_mib", rss_before}};
+           {"rss_before_training_mib", rss_before},
+           // the matrix products (core/gemm_stats.h): their share of the time, their rate in
+           // place (to set against the ceiling's best_gemm_gflops), and the rest per step
+           {"gemm_time_fraction", std::round(gs.seconds / total * 1000) / 1000},
+           {"gemm_gflops_in_place", std::round(gs.flops / gs.seconds / 1e9 * 10) / 10},
+           {"outside_gemm_ms_per_step", std::round((total - gs.seconds) / (double(a.repeats) * steps) * 1e4) / 10}};
   line.update(useful_rate(a, useful, times));  // useful = FLOPs of one repeat
   emit(a, std::move(line));
 }

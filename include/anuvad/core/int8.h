@@ -31,9 +31,7 @@ inline constexpr Index kInt8Panel = 16;
 struct Int8Matrix {
   Index rows = 0;
   Index cols = 0;
-  /// cols rounded up to a multiple of 4 (the padding values are zero).
-  Index padded_cols = 0;
-  /// panels·kInt8Panel·padded_cols quantized values q in [-127, 127], in the layout above.
+  /// panels·kInt8Panel·padded_cols() quantized values q in [-127, 127], in the layout above.
   std::vector<int8_t, Eigen::aligned_allocator<int8_t>> data;
   /// [rows] scale s_r of each row: its values are q·s_r (max|w_r| / 127; 1 for an all-zero row).
   std::vector<float> scale;
@@ -41,11 +39,13 @@ struct Int8Matrix {
   std::vector<int32_t> row_sum;
   /// No matrix (rows or cols 0).
   bool empty() const { return rows == 0 || cols == 0; }
+  /// cols rounded up to a multiple of 4 (the padding values are zero).
+  Index padded_cols() const { return (cols + 3) / 4 * 4; }
   /// Number of panels: rows / kInt8Panel rounded up.
   Index panels() const { return (rows + kInt8Panel - 1) / kInt8Panel; }
-  /// The quantized value q[r, c] (c < padded_cols).
+  /// The quantized value q[r, c] (c < padded_cols()).
   int8_t at(Index r, Index c) const {
-    return data[size_t((r / kInt8Panel) * kInt8Panel * padded_cols + (c / 4) * 4 * kInt8Panel +
+    return data[size_t((r / kInt8Panel) * kInt8Panel * padded_cols() + (c / 4) * 4 * kInt8Panel +
                        (r % kInt8Panel) * 4 + c % 4)];
   }
 };

@@ -44,14 +44,16 @@ void parallel_blocks(Index n, double elements, Fn&& fn) {
 template <typename X>
 void column_sums(const X& x, Eigen::Ref<Mat> out, bool accumulate) {
   const Index rows = x.rows(), cols = x.cols();
-  // Blocks of 16 columns (one 64-byte line of a row) so that no two threads share a line.
+  RowVec sum = RowVec::Zero(cols);  // allocated here: nothing inside the region may throw
+  // Blocks of 16 columns (one 64-byte line of a row when the data is 64-byte aligned, as
+  // Eigen's allocations are in AVX-512 builds).
   const Index lines = (cols + 15) / 16;
   parallel_blocks(lines, double(rows) * double(cols), [&](Index l0, Index l1) {
-    const Index c0 = l0 * 16, c1 = std::min(cols, l1 * 16);
-    RowVec sum = RowVec::Zero(c1 - c0);
-    for (Index r = 0; r < rows; ++r) sum += x.row(r).segment(c0, c1 - c0);
-    if (accumulate) out.row(0).segment(c0, c1 - c0) += sum;
-    else out.row(0).segment(c0, c1 - c0) = sum;
+    const Index c0 = l0 * 16, width = std::min(cols, l1 * 16) - c0;
+    auto s = sum.segment(c0, width);
+    for (Index r = 0; r < rows; ++r) s += x.row(r).segment(c0, width);
+    if (accumulate) out.row(0).segment(c0, width) += s;
+    else out.row(0).segment(c0, width) = s;
   });
 }
 

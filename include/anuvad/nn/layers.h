@@ -24,6 +24,11 @@ using Rng = std::mt19937_64;
 /// core/gemm.h (OpenBLAS for N >= 16 rows, rows split across the threads; Eigen below). Throws ShapeError on a
 /// mismatch.
 void affine_into(const Eigen::Ref<const Mat>& x, const Mat& w, const Mat& b, Eigen::Ref<Mat> y);
+/// y = x·Wᵀ + b with W held as `weight` holds it: float32 (affine_into), bfloat16 (bf16_affine,
+/// core/bf16.h) or int8 (int8_affine, core/int8.h). x: [N, in], weight: [out, in], b: [1, out],
+/// y: [N, out]. The one dispatch on the weight's type, for Linear and the output projection.
+/// Throws ShapeError on a mismatch.
+void param_affine(const Eigen::Ref<const Mat>& x, const Param& weight, const Mat& b, Eigen::Ref<Mat> y);
 /// Backward of y = x·Wᵀ + b: dw [out, in] += dyᵀ·x, db [1, out] += Σ_rows dy, and dx [N, in]
 /// = dy·W (resized; added instead when `accumulate`), through core/gemm.h. Throws ShapeError on
 /// a mismatch.

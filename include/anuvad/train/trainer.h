@@ -26,7 +26,8 @@
 namespace anuvad {
 
 /// Throws NumericError "step N: gradient of NAME is NaN or Inf; ..." for the first parameter
-/// (registry order) whose gradient holds a NaN or Inf; fit() calls it after every backward pass.
+/// (registry order) whose gradient holds a NaN or Inf; fit() calls it when an update's gradient
+/// norm (gradient_norm, train/adam.h) is NaN or Inf, before the Adam step.
 void check_finite_gradients(const ParamRegistry& params, int64_t step);
 
 /// Throws NumericError "step N: weight NAME is NaN or Inf; ..." for the first parameter whose

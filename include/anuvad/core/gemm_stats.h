@@ -1,0 +1,24 @@
+// Time spent inside gemm(), for benchmarks (issue #15's training-efficiency analysis: what share
+// of a training step the matrix products take, and at what rate they run in place, against the
+// rate each product reaches alone, tests/bench/ceiling.cpp). Only calls made outside a parallel
+// region are counted (all of training's and encoding's products; the row blocks of a batched
+// decoding step call gemm() inside one and are not), per calling thread.
+#pragma once
+
+#include <cstdint>
+
+namespace anuvad {
+
+/// The calling thread's totals since its last reset_gemm_stats().
+struct GemmStats {
+  int64_t calls = 0;   ///< gemm() calls
+  double seconds = 0;  ///< wall-clock seconds inside them
+  double flops = 0;    ///< 2·m·n·k summed over them
+};
+
+/// The calling thread's totals so far.
+GemmStats gemm_stats();
+/// Sets the calling thread's totals to zero.
+void reset_gemm_stats();
+
+}  // namespace anuvad
