@@ -11,6 +11,13 @@
 
 namespace anuvad {
 
+namespace {
+
+/// Values Adam::step updates in one go (a multiple of 16: chunk boundaries stay line-aligned).
+constexpr Index kAdamChunk = 2048;
+
+}  // namespace
+
 Adam::Adam(const ParamRegistry& reg, double beta1, double beta2, double eps)
     : beta1_(beta1), beta2_(beta2), eps_(eps) {
   for (const Param& p : reg.params()) {
@@ -45,13 +52,16 @@ void Adam::step(ParamRegistry& reg, double lr, int64_t step, Scalar grad_scale) 
       const Index size = p.value.size(), lines = (size + 15) / 16;
       const Index first = std::min(size, lines * t / nt * 16);
       const Index last = std::min(size, lines * (t + 1) / nt * 16);
-      if (last <= first) continue;
-      const Index len = last - first;
-      Values g(p.grad.data() + first, len), m(m_[i].data() + first, len), v(v_[i].data() + first, len);
-      Values theta(p.value.data() + first, len);
-      m = b1 * m + (Scalar(1) - b1) * (g * grad_scale);
-      v = b2 * v + (Scalar(1) - b2) * (g * grad_scale).square();
-      theta -= step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+      // Chunks of kAdamChunk values, so that the three statements read m and v from L1/L2
+      // rather than memory (7 streams of the parameter's size instead of 10).
+      for (Index c0 = first; c0 < last; c0 += kAdamChunk) {
+        const Index len = std::min(kAdamChunk, last - c0);
+        Values g(p.grad.data() + c0, len), m(m_[i].data() + c0, len), v(v_[i].data() + c0, len);
+        Values theta(p.value.data() + c0, len);
+        m = b1 * m + (Scalar(1) - b1) * (g * grad_scale);
+        v = b2 * v + (Scalar(1) - b2) * (g * grad_scale).square();
+        theta -= step_size * m / (v.sqrt() * inv_sqrt_bc2 + eps);
+      }
     }
   }
 }
