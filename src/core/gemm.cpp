@@ -115,8 +115,10 @@ void eigen_split(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<
   }
 }
 
-/// The totals of gemm_stats(), per thread (no two threads ever update the same one).
+/// The totals of gemm_stats(), per thread (no two threads ever update the same one), and
+/// whether start_gemm_stats() was called on this thread.
 thread_local GemmStats g_stats;
+thread_local bool g_counting = false;
 
 /// gemm() without the time accounting.
 void gemm_impl(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
@@ -143,7 +145,7 @@ void gemm_impl(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<co
 
 void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
           bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
-  if (omp_in_parallel()) return gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
+  if (!g_counting || omp_in_parallel()) return gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
   const double t0 = omp_get_wtime();
   gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
   g_stats.seconds += omp_get_wtime() - t0;
@@ -153,7 +155,10 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
 
 GemmStats gemm_stats() { return g_stats; }
 
-void reset_gemm_stats() { g_stats = GemmStats{}; }
+void start_gemm_stats() {
+  g_stats = GemmStats{};
+  g_counting = true;
+}
 
 std::string gemm_backend() {
   // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... USE_OPENMP ...".

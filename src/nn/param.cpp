@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 namespace anuvad {
 
@@ -40,9 +41,7 @@ void ParamRegistry::zero_grad() {
   {
     const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
     for (auto& p : params_) {
-      const Index size = p.grad.size(), lines = (size + 15) / 16;
-      const Index first = std::min(size, lines * t / nt * 16);
-      const Index last = std::min(size, lines * (t + 1) / nt * 16);
+      const auto [first, last] = line_block(p.grad.size(), t, nt);
       if (last > first) std::fill(p.grad.data() + first, p.grad.data() + last, Scalar(0));
     }
   }

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 namespace anuvad {
 
@@ -40,18 +41,14 @@ void Adam::step(ParamRegistry& reg, double lr, int64_t step, Scalar grad_scale) 
                            m_[i].size() == params[i].value.size() && v_[i].size() == params[i].value.size(),
                        "Adam::step: " + params[i].name + " has no gradient or moments of its size");
   // Every value is updated by the same expression; each parameter's values are split across
-  // the threads in contiguous blocks of whole 16-value lines, so that every block starts as
-  // aligned as the parameter itself and a value takes the vector or the scalar path whatever
-  // the thread count.
+  // the threads by line_block (core/parallel.h), so the result does not depend on their count.
   using Values = Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>>;
 #pragma omp parallel
   {
     const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
     for (int i = 0; i < n; ++i) {
       Param& p = params[i];
-      const Index size = p.value.size(), lines = (size + 15) / 16;
-      const Index first = std::min(size, lines * t / nt * 16);
-      const Index last = std::min(size, lines * (t + 1) / nt * 16);
+      const auto [first, last] = line_block(p.value.size(), t, nt);
       // Chunks of kAdamChunk values, so that the three statements read m and v from L1/L2
       // rather than memory (7 streams of the parameter's size instead of 10).
       for (Index c0 = first; c0 < last; c0 += kAdamChunk) {

@@ -303,7 +303,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
   }
   std::vector<double> times;
   double loss = 0;
-  reset_gemm_stats();
+  start_gemm_stats();
   for (int r = 0; r < a.repeats; ++r) {
     const auto t0 = Clock::now();
     for (const auto& b : batches) loss = tr.step(b.batch);

@@ -2,14 +2,15 @@
 // of a training step the matrix products take, and at what rate they run in place, against the
 // rate each product reaches alone, tests/bench/ceiling.cpp). Only calls made outside a parallel
 // region are counted (all of training's and encoding's products; the row blocks of a batched
-// decoding step call gemm() inside one and are not), per calling thread.
+// decoding step call gemm() inside one and are not), per calling thread, and only after
+// start_gemm_stats(): otherwise gemm() reads no clock (a decoding step makes tens of calls).
 #pragma once
 
 #include <cstdint>
 
 namespace anuvad {
 
-/// The calling thread's totals since its last reset_gemm_stats().
+/// The calling thread's totals since its start_gemm_stats().
 struct GemmStats {
   int64_t calls = 0;   ///< gemm() calls
   double seconds = 0;  ///< wall-clock seconds inside them
@@ -18,7 +19,7 @@ struct GemmStats {
 
 /// The calling thread's totals so far.
 GemmStats gemm_stats();
-/// Sets the calling thread's totals to zero.
-void reset_gemm_stats();
+/// Sets the calling thread's totals to zero and starts counting its calls.
+void start_gemm_stats();
 
 }  // namespace anuvad

@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <utility>
 
 #include "anuvad/core/tensor.h"
 
@@ -35,6 +36,14 @@ void parallel_blocks(Index n, double elements, Fn&& fn) {
     const Index first = n * t / nt, last = n * (t + 1) / nt;
     if (last > first) fn(first, last);
   }
+}
+
+/// Thread t's share [first, last) of `size` values split among nt threads in whole 16-value
+/// lines (the last line may be partial): a block starts as aligned as the data itself, so a
+/// value takes the vector or the scalar path of an Eigen expression whatever the thread count.
+inline std::pair<Index, Index> line_block(Index size, Index t, Index nt) {
+  const Index lines = (size + 15) / 16;
+  return {std::min(size, lines * t / nt * 16), std::min(size, lines * (t + 1) / nt * 16)};
 }
 
 /// out[0, c] (+)= Σ_r x(r, c) for every column c of x [rows, cols] (row-major): the bias
