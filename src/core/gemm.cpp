@@ -36,6 +36,11 @@ namespace {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
+/// The totals of gemm_stats(), per thread (no two threads ever update the same one), and
+/// whether start_gemm_stats() was called on this thread.
+thread_local GemmStats g_stats;
+thread_local bool g_counting = false;
+
 /// The OpenBLAS path. OpenBLAS's own threading synchronises its threads inside every product
 /// (they share packed panels and spin-wait for each other), which made training 4x slower when
 /// another process shared the cores; so OpenBLAS always runs single-threaded here: inside a
@@ -61,12 +66,20 @@ void blas_rows(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<co
     omp_set_num_threads(threads);
     return;
   }
-#pragma omp parallel num_threads(threads)
+  const bool counting = g_counting;  // thread-local: the calling thread's
+  const double start = counting ? omp_get_wtime() : 0.0;
+  double busy = 0;  // Σ over the threads of their seconds inside call()
+  int team = 1;
+#pragma omp parallel num_threads(threads) reduction(+ : busy)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    if (t == 0) team = nt;
     const Index r0 = m * t / nt, r1 = m * (t + 1) / nt;
+    const double t0 = counting ? omp_get_wtime() : 0.0;
     if (r1 > r0) call(r0, r1 - r0);
+    if (counting) busy += omp_get_wtime() - t0;
   }
+  if (counting) g_stats.split_idle_seconds += omp_get_wtime() - start - busy / team;
 }
 
 /// The same product with Eigen (small m); A and B are views, never copied.
@@ -114,11 +127,6 @@ void eigen_split(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<
     if (c1 > c0) eigen_columns(a, trans_a, b, trans_b, alpha, beta, c, c0, c1);
   }
 }
-
-/// The totals of gemm_stats(), per thread (no two threads ever update the same one), and
-/// whether start_gemm_stats() was called on this thread.
-thread_local GemmStats g_stats;
-thread_local bool g_counting = false;
 
 /// gemm() without the time accounting.
 void gemm_impl(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,

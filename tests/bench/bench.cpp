@@ -332,6 +332,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
            // place (to set against the ceiling's best_gemm_gflops), and the rest per step
            {"gemm_time_fraction", std::round(gs.seconds / total * 1000) / 1000},
            {"gemm_gflops_in_place", std::round(gs.flops / gs.seconds / 1e9 * 10) / 10},
+           {"gemm_split_idle_fraction", std::round(gs.split_idle_seconds / gs.seconds * 1000) / 1000},
            {"outside_gemm_ms_per_step", std::round((total - gs.seconds) / (double(a.repeats) * steps) * 1e4) / 10}};
   line.update(useful_rate(a, useful, times));  // useful = FLOPs of one repeat
   emit(a, std::move(line));

@@ -15,6 +15,11 @@ struct GemmStats {
   int64_t calls = 0;   ///< gemm() calls
   double seconds = 0;  ///< wall-clock seconds inside them
   double flops = 0;    ///< 2·m·n·k summed over them
+  /// Of `seconds`, the time the threads of the products split by rows spent outside their own
+  /// block (waiting for the slowest block, forking and joining): per such product its wall time
+  /// minus the mean of the threads' wall times inside their OpenBLAS call. The ceiling
+  /// (tests/bench/ceiling.cpp) leaves this out, as it times the busiest thread's CPU time.
+  double split_idle_seconds = 0;
 };
 
 /// The calling thread's totals so far.
