@@ -11,6 +11,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm.h"
+#include "anuvad/core/gemm_stats.h"
 #include "anuvad/core/parallel.h"
 #include "anuvad/nn/attention.h"
 #include "anuvad/nn/batch.h"
@@ -112,6 +113,34 @@ TEST_CASE("Element-wise passes split across the threads give the bits of one thr
     for (Index r = 0; r < n; ++r) sum += double(x(r, c));
     CHECK(std::abs(double(one[6](0, c)) - sum) < 1e-3);
   }
+}
+
+TEST_CASE("gemm_stats counts calls, FLOPs and the idle time of split products", "[gemm]") {
+  const Index m = 256, n = 192, k = 128;  // m·n·k = 6.3M multiply-adds: split across threads
+  REQUIRE(double(m) * n * k >= kGemmSplitMinMultiplyAdds);
+  const Mat a = random_mat(m, k, 1), b = random_mat(k, n, 2);
+  Mat c(m, n);
+  const int threads = omp_get_max_threads();
+  start_gemm_stats();
+  gemm(a, false, b, false, Scalar(1), Scalar(0), c);
+  GemmStats s = gemm_stats();
+  CHECK(s.calls == 1);
+  CHECK(s.flops == 2.0 * double(m) * n * k);
+  CHECK(s.seconds > 0);
+  // wall time minus the threads' mean time inside their block: within [0, the call's time]
+  CHECK(s.split_idle_seconds >= 0);
+  CHECK(s.split_idle_seconds <= s.seconds);
+  if (threads < 2) CHECK(s.split_idle_seconds == 0);
+  // One thread: no split, so no idle time is added; the call and its FLOPs still count.
+  omp_set_num_threads(1);
+  gemm(a, false, b, false, Scalar(1), Scalar(0), c);
+  omp_set_num_threads(threads);
+  const GemmStats one = gemm_stats();
+  CHECK(one.calls == 2);
+  CHECK(one.split_idle_seconds == s.split_idle_seconds);
+  start_gemm_stats();  // starts from zero again
+  s = gemm_stats();
+  CHECK((s.calls == 0 && s.seconds == 0 && s.flops == 0 && s.split_idle_seconds == 0));
 }
 
 TEST_CASE("gemm reads and writes blocks of larger matrices, and checks shapes", "[gemm]") {
