@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/reduce.h"
 #include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/text/metrics.h"
@@ -477,6 +478,22 @@ TEST_CASE("gradient_norm and clipping inside Adam: the definition, whatever the 
   reg.params()[1].grad(5, 7) = std::numeric_limits<Scalar>::quiet_NaN();
   CHECK(std::isnan(gradient_norm(reg)));
   omp_set_num_threads(saved);
+}
+
+TEST_CASE("sum_in_double and sum_of_squares_in_double accumulate in double at any length", "[adam]") {
+  // 1 followed by n values of 2^-26: a float accumulator stays at 1 (each addend is below half an
+  // ulp of 1), a double one adds them all. Lengths around the vector width exercise the tails.
+  for (const Index n : {Index(0), Index(1), Index(15), Index(16), Index(17), Index(1000), Index(4097)}) {
+    std::vector<Scalar> x(static_cast<size_t>(n) + 1, Scalar(std::ldexp(1.0, -26)));
+    x[0] = Scalar(1);
+    const double tiny = std::ldexp(1.0, -26);
+    CHECK(sum_in_double(x.data(), n + 1) == 1.0 + double(n) * tiny);
+    CHECK(sum_of_squares_in_double(x.data(), n + 1) == 1.0 + double(n) * tiny * tiny);
+  }
+  CHECK(sum_in_double(nullptr, 0) == 0.0);
+  const std::vector<Scalar> bad{Scalar(1), std::numeric_limits<Scalar>::quiet_NaN(), Scalar(2)};
+  CHECK(std::isnan(sum_in_double(bad.data(), 3)));
+  CHECK(std::isnan(sum_of_squares_in_double(bad.data(), 3)));
 }
 
 TEST_CASE("Adam::step follows Kingma & Ba's Algorithm 1 on every value, whatever the thread count", "[adam]") {

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/reduce.h"
 
 namespace anuvad {
 
@@ -44,8 +45,8 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
     if (!dlogits) scratch.resize(v);
     Eigen::Map<RowVec> e(dlogits ? dlogits->row(r).data() : scratch.data(), v);
     e = (z.array() - m).exp();
-    const double sum_exp = e.cast<double>().sum();
-    const double sum_z = z.cast<double>().sum();
+    const double sum_exp = sum_in_double(e.data(), v);
+    const double sum_z = sum_in_double(z.data(), v);
     const double lse = static_cast<double>(m) + std::log(sum_exp);
     const double nll = lse - static_cast<double>(z[y]);
     const double mean_neg_logp = lse - sum_z / static_cast<double>(v);

@@ -9,6 +9,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/parallel.h"
+#include "anuvad/core/reduce.h"
 
 namespace anuvad {
 
@@ -89,10 +90,7 @@ double gradient_norm(const ParamRegistry& reg) {
   std::vector<double> sums(blocks.size());
   const int n = static_cast<int>(blocks.size());
 #pragma omp parallel for schedule(static) if (n > 16)
-  for (int b = 0; b < n; ++b) {
-    const Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>> g(blocks[b].data, blocks[b].size);
-    sums[b] = g.template cast<double>().square().sum();
-  }
+  for (int b = 0; b < n; ++b) sums[b] = sum_of_squares_in_double(blocks[b].data, blocks[b].size);
   double sq = 0;
   for (const double s : sums) sq += s;
   return std::sqrt(sq);
