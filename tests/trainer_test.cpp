@@ -423,6 +423,9 @@ TEST_CASE("Progress: planned updates, ETA and time formatting", "[train][progres
   CHECK(format_hms(59.6) == "1:00");
   CHECK(format_hms(3599.4) == "59:59");
   CHECK(format_hms(3600) == "1:00:00");
+  CHECK(format_eta(3600, false) == "1:00:00");
+  CHECK(format_eta(3600, true) == "≤ 1:00:00");
+  CHECK(format_eta(-1, true) == "--:--");
   CHECK(format_hms(3725) == "1:02:05");
   CHECK(format_hms(-1) == "--:--");
   CHECK(format_hms(std::nan("")) == "--:--");

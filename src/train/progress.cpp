@@ -35,10 +35,17 @@ std::string format_hms(double s) {
   return buf;
 }
 
-ProgressReporter::ProgressReporter(int64_t planned, int disp_freq, bool quiet, double elapsed_before)
+std::string format_eta(double seconds, bool at_most) {
+  const std::string hms = format_hms(seconds);
+  return at_most && hms != "--:--" ? "≤ " + hms : hms;
+}
+
+ProgressReporter::ProgressReporter(int64_t planned, int disp_freq, bool quiet, double elapsed_before,
+                                   bool eta_at_most)
     : planned_(planned),
       disp_freq_(disp_freq),
       live_(!quiet && ::isatty(STDERR_FILENO)),
+      eta_at_most_(eta_at_most),
       t0_(Clock::now() - std::chrono::duration_cast<Clock::duration>(
                              std::chrono::duration<double>(elapsed_before))) {}
 
@@ -55,11 +62,11 @@ void ProgressReporter::report(int epoch, int64_t step, double loss, double lr, i
                  "\r\033[Kepoch %d | step %lld/%lld | loss %.4f | lr %.2e | %.0f tok/s | "
                  "elapsed %s | ETA %s",
                  epoch, static_cast<long long>(step), static_cast<long long>(planned_), loss, lr,
-                 tps, format_hms(elapsed).c_str(), format_hms(eta).c_str());
+                 tps, format_hms(elapsed).c_str(), format_eta(eta, eta_at_most_).c_str());
   if (disp_freq_ > 0 && step % disp_freq_ == 0) {
     clear_line();
     spdlog::info("epoch {} | step {} | loss {:.4f} | lr {:.2e} | {:.0f} tgt tok/s | elapsed {} | ETA {}",
-                 epoch, step, loss, lr, tps, format_hms(elapsed), format_hms(eta));
+                 epoch, step, loss, lr, tps, format_hms(elapsed), format_eta(eta, eta_at_most_));
     if (sink_)
       sink_({{"event", "train"}, {"step", step}, {"epoch", epoch}, {"loss", loss},
              {"learning_rate", lr}, {"tgt_tokens", tokens_total}, {"tgt_tokens_per_s", tps},

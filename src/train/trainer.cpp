@@ -178,7 +178,8 @@ class Run {
         rng_(opts.seed), adam_(model.params()),
         ema_(model.params(), opts.exponential_smoothing, hooks.resume ? &hooks.resume->ema : nullptr),
         progress_(planned_updates(train, opts), opts.disp_freq, opts.quiet || !is_root_rank(),
-                  hooks.resume ? hooks.resume->elapsed_seconds : 0),
+                  hooks.resume ? hooks.resume->elapsed_seconds : 0,
+                  opts.early_stopping > 0 && !opts.valid_sets.empty()),
         shards_(world_size() > 1 ? world_size() : std::max(1, opts.simulate_ranks)),
         first_shard_(world_rank()), local_shards_(world_size() > 1 ? 1 : shards_),
         buckets_(make_buckets(model.params(), opts)) {

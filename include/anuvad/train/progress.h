@@ -23,6 +23,10 @@ double eta_seconds(double elapsed, int64_t step, int64_t planned);
 /// negative or non-finite number of seconds.
 std::string format_hms(double seconds);
 
+/// format_hms(seconds), prefixed "≤ " when `at_most` (early stopping may end the run before
+/// its planned updates, so the ETA is then a bound); "--:--" alone when unknown.
+std::string format_eta(double seconds, bool at_most);
+
 /// Receives the events of the structured training log (docs/training-log.md), one JSON object
 /// each.
 using TrainingEventSink = std::function<void(const nlohmann::json& event)>;
@@ -33,8 +37,10 @@ class ProgressReporter {
  public:
   /// `planned` from planned_steps(); `disp_freq` = log every N updates (0 = never); the live
   /// line only when !quiet and stderr is a terminal; `elapsed_before` = seconds of the run
-  /// before a resume.
-  ProgressReporter(int64_t planned, int disp_freq, bool quiet, double elapsed_before = 0);
+  /// before a resume; `eta_at_most` = the run may stop early (early stopping on a validation
+  /// set), so the ETA shows as a bound ("ETA ≤ 1:43:26").
+  ProgressReporter(int64_t planned, int disp_freq, bool quiet, double elapsed_before = 0,
+                   bool eta_at_most = false);
   /// Seconds since the start of the run (including elapsed_before).
   double elapsed_seconds() const;
   /// After update `step` (1-based) of `epoch`: the live line "epoch E | step S/P | loss L |
@@ -53,6 +59,7 @@ class ProgressReporter {
   int64_t planned_;
   int disp_freq_;
   bool live_;
+  bool eta_at_most_;
   Clock::time_point t0_;
   TrainingEventSink sink_;
 };
