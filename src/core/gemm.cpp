@@ -5,6 +5,8 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
+#include <mutex>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm_stats.h"
@@ -36,10 +38,11 @@ namespace {
   cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
-/// The totals of gemm_stats(), per thread (no two threads ever update the same one), and
-/// whether start_gemm_stats() was called on this thread.
-thread_local GemmStats g_stats;
-thread_local bool g_counting = false;
+/// The totals of gemm_stats() (guarded by g_stats_mutex) and whether start_gemm_stats() was
+/// called.
+GemmStats g_stats;
+std::mutex g_stats_mutex;
+std::atomic<bool> g_counting{false};
 
 /// The OpenBLAS path. OpenBLAS's own threading synchronises its threads inside every product
 /// (they share packed panels and spin-wait for each other), which made training 4x slower when
@@ -66,7 +69,7 @@ void blas_rows(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<co
     omp_set_num_threads(threads);
     return;
   }
-  const bool counting = g_counting;  // thread-local: the calling thread's
+  const bool counting = g_counting.load(std::memory_order_relaxed);
   const double start = counting ? omp_get_wtime() : 0.0;
   double busy = 0;  // Σ over the threads of their seconds inside call()
   int team = 1;
@@ -79,7 +82,11 @@ void blas_rows(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<co
     if (r1 > r0) call(r0, r1 - r0);
     if (counting) busy += omp_get_wtime() - t0;
   }
-  if (counting) g_stats.split_idle_seconds += omp_get_wtime() - start - busy / team;
+  if (counting) {
+    const double idle = omp_get_wtime() - start - busy / team;
+    const std::lock_guard<std::mutex> lock(g_stats_mutex);
+    g_stats.split_idle_seconds += idle;
+  }
 }
 
 /// The same product with Eigen (small m); A and B are views, never copied.
@@ -153,17 +160,26 @@ void gemm_impl(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<co
 
 void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
           bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c) {
-  if (!g_counting || omp_in_parallel()) return gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
+  if (!g_counting.load(std::memory_order_relaxed))
+    return gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
   const double t0 = omp_get_wtime();
   gemm_impl(a, trans_a, b, trans_b, alpha, beta, c);
-  g_stats.seconds += omp_get_wtime() - t0;
+  // Inside a parallel region each of the team's threads counts its share of the wall time.
+  const double seconds = (omp_get_wtime() - t0) / omp_get_num_threads();
+  const double flops = 2.0 * double(c.rows()) * double(c.cols()) * double(trans_a ? a.rows() : a.cols());
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
+  g_stats.seconds += seconds;
   g_stats.calls += 1;
-  g_stats.flops += 2.0 * double(c.rows()) * double(c.cols()) * double(trans_a ? a.rows() : a.cols());
+  g_stats.flops += flops;
 }
 
-GemmStats gemm_stats() { return g_stats; }
+GemmStats gemm_stats() {
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
+  return g_stats;
+}
 
 void start_gemm_stats() {
+  const std::lock_guard<std::mutex> lock(g_stats_mutex);
   g_stats = GemmStats{};
   g_counting = true;
 }

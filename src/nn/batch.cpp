@@ -2,6 +2,7 @@
 #include "anuvad/nn/batch.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
 
 #include "anuvad/core/error.h"
@@ -51,6 +52,26 @@ Batch make_batch(const std::vector<const Example*>& examples) {
     b.tgt_out.push_back(kEosId);
   }
   return b;
+}
+
+Batch sub_batch(const Batch& b, int first, int last) {
+  ANUVAD_CHECK_SHAPE(0 <= first && first < last && last <= b.batch_size,
+                     "sub_batch: sentences [" + std::to_string(first) + ", " + std::to_string(last) +
+                         ") of a batch of " + std::to_string(b.batch_size));
+  Batch s;
+  s.batch_size = last - first;
+  s.src_lengths.assign(b.src_lengths.begin() + first, b.src_lengths.begin() + last);
+  s.tgt_lengths.assign(b.tgt_lengths.begin() + first, b.tgt_lengths.begin() + last);
+  s.src_rows = Packing::of(s.src_lengths);
+  s.tgt_rows = Packing::of(s.tgt_lengths);
+  s.src_len = s.src_rows.max_length;
+  s.tgt_len = s.tgt_rows.max_length;
+  const auto src0 = b.src.begin() + b.src_rows.offsets[first];
+  const auto tgt0 = b.tgt_rows.offsets[first], tgt1 = b.tgt_rows.offsets[last];
+  s.src.assign(src0, b.src.begin() + b.src_rows.offsets[last]);
+  s.tgt_in.assign(b.tgt_in.begin() + tgt0, b.tgt_in.begin() + tgt1);
+  s.tgt_out.assign(b.tgt_out.begin() + tgt0, b.tgt_out.begin() + tgt1);
+  return s;
 }
 
 }  // namespace anuvad

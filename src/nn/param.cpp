@@ -34,15 +34,53 @@ const Param* ParamRegistry::find(const std::string& name) const {
   return nullptr;
 }
 
-void ParamRegistry::zero_grad() {
-  for (auto& p : params_) p.grad_acc();  // allocates the missing ones (serially)
+void ParamRegistry::zero_grad(int slot) {
+  if (slot > 0) {
+    for (auto& p : params_) {
+      Mat& g = p.shard_grads.at(size_t(slot) - 1);
+      if (g.rows() != p.value.rows() || g.cols() != p.value.cols()) g.resize(p.value.rows(), p.value.cols());
+      g.setZero();
+    }
+    return;
+  }
+  for (auto& p : params_)  // allocates the missing ones (serially)
+    if (p.grad.rows() != p.value.rows() || p.grad.cols() != p.value.cols())
+      p.grad = Mat::Zero(p.value.rows(), p.value.cols());
   // Each gradient's lines split across the threads (a memset of every parameter's size).
-#pragma omp parallel
+#pragma omp parallel if (!omp_in_parallel())
   {
     const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
     for (auto& p : params_) {
       const auto [first, last] = line_block(p.grad.size(), t, nt);
       if (last > first) std::fill(p.grad.data() + first, p.grad.data() + last, Scalar(0));
+    }
+  }
+}
+
+void ParamRegistry::reserve_gradient_slots(int slots) {
+  const size_t extra = slots > 1 ? size_t(slots) - 1 : 0;
+  for (auto& p : params_) {
+    if (extra == 0) {
+      std::vector<Mat>().swap(p.shard_grads);
+      continue;
+    }
+    p.shard_grads.resize(extra);
+    for (Mat& g : p.shard_grads)
+      if (g.rows() != p.value.rows() || g.cols() != p.value.cols()) g = Mat::Zero(p.value.rows(), p.value.cols());
+  }
+}
+
+void ParamRegistry::sum_gradient_slots() {
+#pragma omp parallel
+  {
+    const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
+    for (auto& p : params_) {
+      if (p.shard_grads.empty()) continue;
+      const auto [first, last] = line_block(p.grad.size(), t, nt);
+      if (last <= first) continue;
+      Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>> g(p.grad.data() + first, last - first);
+      for (const Mat& s : p.shard_grads)
+        g += Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>>(s.data() + first, last - first);
     }
   }
 }

@@ -1,6 +1,7 @@
 // The update loop: fit() and its parts (one update, the EMA, epochs, validation, checkpoints).
 #include "anuvad/train/trainer.h"
 
+#include <omp.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -16,6 +17,7 @@
 #include "anuvad/train/adam.h"
 #include "anuvad/train/progress.h"
 #include "anuvad/train/replicas.h"
+#include "anuvad/train/thread_shards.h"
 #include "anuvad/train/training_log.h"
 
 namespace anuvad {
@@ -23,27 +25,6 @@ namespace anuvad {
 namespace {
 
 std::atomic<bool> g_stop_requested{false};
-
-/// Scratch of the update step, reused from one update to the next.
-struct StepBuffers {
-  ForwardCache cache;
-  Mat logits, dlogits;  ///< [B·T, V_tgt]
-};
-
-/// Forward pass with dropout from `dctx`, label-smoothed cross-entropy (Szegedy et al. 2016
-/// §7) and backward pass of one batch, or of one shard of a data-parallel update: leaves in
-/// model.params() the gradients of Σ loss / `grad_scale` (the target tokens of the whole global
-/// batch, so that the shards' gradients add up to the whole batch's).
-/// `final` is handed to Transformer::backward (the overlapped allreduce's hook).
-LossStats forward_loss_backward(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                                double label_smoothing, double grad_scale, StepBuffers& buf,
-                                const GradientsFinal& final) {
-  model.params().zero_grad();
-  model.forward(b, dctx, buf.cache, buf.logits);
-  const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
-  model.backward(b, buf.dlogits, buf.cache, final);
-  return ls;
-}
 
 /// Checks that the gradients are finite (throws NumericError naming the first that is not),
 /// then one Adam update at the learning rate the schedule gives for `step` (inverse_sqrt_lr)
@@ -377,8 +358,8 @@ class Run {
       for (size_t i = first; i < last; ++i) ptrs.push_back(&(*train_)[global[i]]);
       const Batch b = make_batch(ptrs);
       const DropoutContext dctx = DropoutContext::training(opts_.seed, step_, static_cast<int64_t>(first));
-      const LossStats ls = forward_loss_backward(model_, b, dctx, opts_.label_smoothing,
-                                                 static_cast<double>(global_tgt), buf_, final_);
+      const LossStats ls = sharded_.run(model_, b, dctx, opts_.label_smoothing,
+                                        static_cast<double>(global_tgt), final_);
       if (shards_ > 1 && !buckets_) grads_.add(model_.params());
       totals[0] += ls.loss_sum;
       totals[1] += static_cast<double>(ls.n_tokens);
@@ -396,7 +377,7 @@ class Run {
   Adam adam_;
   WeightAverage ema_;
   ProgressReporter progress_;
-  StepBuffers buf_;
+  ShardedStep sharded_{omp_get_max_threads()};  ///< forward, loss, backward: a shard per thread
   const int shards_;        ///< shards per global batch: the ranks, or TrainOptions::simulate_ranks
   const int first_shard_;   ///< this process's first shard (its rank)
   const int local_shards_;  ///< shards this process computes (1 per rank; all when simulating)

@@ -6,6 +6,7 @@
 //   anuvad_bench --config tiny|small|base --mode MODE [--threads 2] [--repeats 3]
 //                [--steps N] [--warmup N] [--bs1-sentences N] [--seed 1234] [--norm post|pre]
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
+//                [--thread-shards N]
 //                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16|int8|auto]
 //                [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]
 //
@@ -13,7 +14,10 @@
 //   train                 forward + backward + Adam on batches of 32 random sentence pairs,
 //                         source and target lengths uniform in [5, 20] tokens (EOS included),
 //                         label smoothing 0.1, inverse-sqrt warm-up (4000), no clipping (as
-//                         torch_ref; --clip-norm to add the clipping that fit() does)
+//                         torch_ref; --clip-norm to add the clipping that fit() does); each
+//                         batch cut into --thread-shards shards computed side by side, one per
+//                         thread, as anuvad train does (train/thread_shards.h; default: the
+//                         threads; 1 = the whole batch, every product split across the threads)
 //   decode_naive_b1|b64   greedy, 20 tokens per sentence, re-running Transformer::decode
 //                         (teacher forced) on the whole prefix each step, last position's logits
 //   decode_cached_b1|b64  greedy, 20 tokens, begin_decoding + decode_step (key/value cache),
@@ -71,6 +75,7 @@
 #include "anuvad/nn/loss.h"
 #include "anuvad/nn/transformer.h"
 #include "anuvad/train/adam.h"
+#include "anuvad/train/thread_shards.h"
 #include "ceiling.h"
 #include "workload.h"
 
@@ -86,6 +91,7 @@ struct Args {
   std::string config = "tiny", mode = "train", norm = "post";
   int threads = 2, repeats = 3, steps = -1, warmup = -1, bs1_sentences = -1, length = 64;
   int batch_sentences = 1;
+  int thread_shards = 0;  // training: shards per batch (train/thread_shards.h); 0 = --threads
   bool check = true;  // greedy modes: compare with naive batch-1 decoding after timing
   uint64_t seed = 1234;
   double clip_norm = 0, min_time = 0.02;
@@ -99,7 +105,7 @@ struct Args {
             << "\nusage: anuvad_bench --config tiny|small|base --mode MODE [--threads N] "
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
-               "[--clip-norm X] [--check 0|1] [--ceiling FILE] [--min-time S] "
+               "[--clip-norm X] [--thread-shards N] [--check 0|1] [--ceiling FILE] [--min-time S] "
                "[--compute-type float32|bfloat16|int8|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
@@ -125,6 +131,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--length") a.length = std::stoi(v);
     else if (k == "--batch-sentences") a.batch_sentences = std::stoi(v);
     else if (k == "--clip-norm") a.clip_norm = std::stod(v);
+    else if (k == "--thread-shards") a.thread_shards = std::stoi(v);
     else if (k == "--check") a.check = std::stoi(v) != 0;
     else if (k == "--ceiling") a.ceiling = v;
     else if (k == "--min-time") a.min_time = std::stod(v);
@@ -258,24 +265,18 @@ struct Trainer {
   double clip_norm;
   uint64_t dropout_seed;
   Adam adam;
-  ForwardCache cache;
-  Mat logits, dlogits;
+  ShardedStep sharded;  ///< forward, loss and backward as anuvad train runs them
   int64_t step_no = 0;
-  Trainer(Transformer& m, const BenchConfig& cfg, double clip, uint64_t seed)
-      : model(m), c(cfg), clip_norm(clip), dropout_seed(seed), adam(m.params()) {}
+  Trainer(Transformer& m, const BenchConfig& cfg, double clip, uint64_t seed, int thread_shards)
+      : model(m), c(cfg), clip_norm(clip), dropout_seed(seed), adam(m.params()), sharded(thread_shards) {}
 
-  double optimizer_seconds = 0;  ///< zero_grad + gradient norm + Adam, summed over the steps
+  double optimizer_seconds = 0;  ///< gradient norm + Adam, summed over the steps
 
   double step(const Batch& b) {
     ++step_no;
-    auto t0 = Clock::now();
-    model.params().zero_grad();
-    optimizer_seconds += seconds(t0, Clock::now());
-    model.forward(b, DropoutContext::training(dropout_seed, step_no), cache, logits);
-    const LossStats ls = label_smoothed_cross_entropy(logits, b.tgt_out, 0.1, &dlogits,
-                                                      static_cast<double>(b.n_tgt_tokens()));
-    model.backward(b, dlogits, cache);
-    t0 = Clock::now();
+    const LossStats ls = sharded.run(model, b, DropoutContext::training(dropout_seed, step_no), 0.1,
+                                     static_cast<double>(b.n_tgt_tokens()));
+    const auto t0 = Clock::now();
     // as anuvad train does (train/trainer.cpp): the norm in one pass, the factor inside Adam's
     const Scalar clip = clip_norm > 0 ? clip_coefficient(gradient_norm(model.params()), clip_norm) : Scalar(1);
     // torch_ref: lr = d^-0.5 · min(s^-0.5, s · w^-1.5) = peak · min(s / w, √(w / s)), peak = (d·w)^-0.5
@@ -294,7 +295,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
   const TrainData data = train_data(c, a.seed, n_warm, steps);
   const std::vector<TrainBatch>& warm = data.warm;
   const std::vector<TrainBatch>& batches = data.timed;
-  Trainer tr(model, c, a.clip_norm, a.seed + 1);
+  Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : a.threads);
   const double rss_before = peak_rss_mib();
   for (const auto& b : warm) tr.step(b.batch);
   // useful: real tokens and real attention lengths; padded: every sentence at the batch's
@@ -326,7 +327,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
     gf.push_back(padded / t / 1e9);
   }
   json line = {{"mode", "train"}, {"batch_sentences", kTrainBatch}, {"steps_per_repeat", steps},
-           {"warmup_steps", n_warm}, {"repeats", a.repeats}, {"clip_norm", a.clip_norm},
+           {"warmup_steps", n_warm}, {"repeats", a.repeats}, {"clip_norm", a.clip_norm}, {"thread_shards", tr.sharded.last_shards()},
            {"tgt_tokens_per_s", summarize(tps)}, {"ms_per_step", summarize(ms)},
            {"tgt_tokens_per_step", tgt_tokens / steps}, {"src_tokens_per_step", src_tokens / steps},
            {"padded_tgt_tokens_per_step", padded_tgt / steps},
@@ -340,6 +341,8 @@ void bench_train(const Args& a, const BenchConfig& c) {
            {"gemm_time_fraction", std::round(gs.seconds / total * 1000) / 1000},
            {"gemm_gflops_in_place", std::round(gs.flops / gs.seconds / 1e9 * 10) / 10},
            {"gemm_split_idle_fraction", std::round(gs.split_idle_seconds / gs.seconds * 1000) / 1000},
+           // the training shards' threads waiting for the slowest shard (train/thread_shards.h)
+           {"shard_idle_fraction", tr.sharded.region_seconds() > 0 ? std::round(tr.sharded.idle_seconds() / tr.sharded.region_seconds() * 1000) / 1000 : 0.0},
            {"outside_gemm_ms_per_step", std::round((total - gs.seconds) / (double(a.repeats) * steps) * 1e4) / 10},
            // of which the optimizer: memory-bound passes over every parameter, whatever the batch
            {"optimizer_ms_per_step", std::round(tr.optimizer_seconds / (double(a.repeats) * steps) * 1e4) / 10}};
@@ -570,7 +573,7 @@ void bench_scale(const Args& a, const BenchConfig& c) {
   const double rss_before = peak_rss_mib();
   if (a.mode == "scale_train") {
     const TrainBatch tb = make_train_batch(c, rng, a.batch_sentences, L, L);
-    Trainer tr(model, c, a.clip_norm, a.seed + 1);
+    Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : a.threads);
     tr.step(tb.batch);  // warm-up (allocates Adam moments and caches)
     std::vector<double> ms, tps;
     for (int r = 0; r < a.repeats; ++r) {

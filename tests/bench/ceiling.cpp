@@ -147,10 +147,12 @@ std::pair<int, int> share(int n, int t, int nt) { return {n * t / nt, n * (t + 1
 /// One product's operands, stored as its op expects (no transposed copy inside the timed call).
 struct Operands {
   Mat a, b, c;
-  explicit Operands(const Product& p)
+  std::vector<Mat> c_parts;  ///< TN: one C per thread of a split of k (split_k)
+  Operands(const Product& p, int threads)
       : a(p.op == "TN" ? Mat::Random(p.k, p.m) : Mat::Random(p.m, p.k)),
         b(p.op == "NT" ? Mat::Random(p.n, p.k) : Mat::Random(p.k, p.n)),
-        c(Mat::Zero(p.m, p.n)) {}
+        c(Mat::Zero(p.m, p.n)),
+        c_parts(p.op == "TN" ? size_t(threads) : 0, Mat::Zero(p.m, p.n)) {}
 };
 
 /// Rows [r0, r1) of C = op(A)·op(B) with cblas_sgemm, single-threaded.
@@ -162,6 +164,15 @@ void blas_rows(const Product& p, Operands& o, int r0, int r1) {
               o.c.data() + std::ptrdiff_t(r0) * p.n, p.n);
 }
 
+/// A weight gradient (TN: k = the tokens) over tokens [k0, k1) into thread t's own C, as a
+/// training shard of train/thread_shards.h computes it (the shards' Cs are summed later, in a
+/// pass over the parameters that is not a product).
+void blas_split_k(const Product& p, Operands& o, int t, int k0, int k1) {
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, p.m, p.n, k1 - k0, 1.0f,
+              o.a.data() + std::ptrdiff_t(k0) * p.m, p.m, o.b.data() + std::ptrdiff_t(k0) * p.n,
+              p.n, 0.0f, o.c_parts[size_t(t)].data(), p.n);
+}
+
 /// Rows [r0, r1) of C with anuvad::gemm (its own per-shape routing).
 void anuvad_rows(const Product& p, Operands& o, int r0, int r1) {
   const bool ta = p.op == "TN", tb = p.op == "NT";
@@ -171,9 +182,11 @@ void anuvad_rows(const Product& p, Operands& o, int r0, int r1) {
 }
 
 /// The candidates for one product: each kernel on 1 thread and with the rows split across
-/// `threads` threads (each thread one single-threaded call on its block, as anuvad splits).
+/// `threads` threads (each thread one single-threaded call on its block, as anuvad splits);
+/// for a weight gradient (TN), also the tokens (k) split across the threads, each into its own
+/// C ("openblas_<n>t_split_k", as the training shards of train/thread_shards.h compute it).
 json measure_product(const Product& p, int threads, double min_time, int reps) {
-  Operands o(p);
+  Operands o(p, threads);
   using RowsFn = void (*)(const Product&, Operands&, int, int);
   const std::pair<const char*, RowsFn> kernels[] = {{"openblas", blas_rows}, {"anuvad_gemm", anuvad_rows}};
   json cand = json::object();
@@ -192,6 +205,17 @@ json measure_product(const Product& p, int threads, double min_time, int reps) {
       cand[key] = std::round(rate * 100) / 100;
       if (rate > best) best = rate, best_by = key;
     }
+  }
+  const int nt = std::min(threads, p.k);
+  if (p.op == "TN" && nt > 1) {
+    auto split_k = [&](int t, int n_threads) {
+      const auto [k0, k1] = share(p.k, t, n_threads);
+      if (k1 > k0) blas_split_k(p, o, t, k0, k1);
+    };
+    const double rate = best_rate(nt, split_k, 2.0 * p.m * p.k * p.n, min_time, reps);
+    const std::string key = "openblas_" + std::to_string(nt) + "t_split_k";
+    cand[key] = std::round(rate * 100) / 100;
+    if (rate > best) best = rate, best_by = key;
   }
   return {{"name", p.name}, {"op", p.op}, {"m", p.m}, {"k", p.k}, {"n", p.n}, {"count", p.count},
           {"best_gflops", std::round(best * 100) / 100}, {"best_by", best_by}, {"candidates", cand}};

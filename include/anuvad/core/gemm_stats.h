@@ -1,19 +1,21 @@
 // Time spent inside gemm(), for benchmarks (issue #15's training-efficiency analysis: what share
 // of a training step the matrix products take, and at what rate they run in place, against the
-// rate each product reaches alone, tests/bench/ceiling.cpp). Only calls made outside a parallel
-// region are counted (all of training's and encoding's products; the row blocks of a batched
-// decoding step call gemm() inside one and are not), per calling thread, and only after
-// start_gemm_stats(): otherwise gemm() reads no clock (a decoding step makes tens of calls).
+// rate each product reaches alone, tests/bench/ceiling.cpp). Every call of every thread counts,
+// once start_gemm_stats() has been called (before, gemm() reads no clock: a decoding step makes
+// tens of calls); a call made inside a parallel region (a training shard of
+// train/thread_shards.h, a row block of a batched decoding step) counts its wall time divided by
+// the team's threads, so that `seconds` stays a share of the wall time when the threads run
+// products side by side.
 #pragma once
 
 #include <cstdint>
 
 namespace anuvad {
 
-/// The calling thread's totals since its start_gemm_stats().
+/// The totals since start_gemm_stats(), over all threads.
 struct GemmStats {
   int64_t calls = 0;   ///< gemm() calls
-  double seconds = 0;  ///< wall-clock seconds inside them
+  double seconds = 0;  ///< wall-clock seconds inside them (÷ the team's threads in a parallel region)
   double flops = 0;    ///< 2·m·n·k summed over them
   /// Of `seconds`, the time the threads of the products split by rows spent outside their own
   /// block (waiting for the slowest block, forking and joining): per such product its wall time
@@ -22,9 +24,9 @@ struct GemmStats {
   double split_idle_seconds = 0;
 };
 
-/// The calling thread's totals so far.
+/// The totals so far (thread-safe).
 GemmStats gemm_stats();
-/// Sets the calling thread's totals to zero and starts counting its calls.
+/// Sets the totals to zero and starts counting every thread's calls (thread-safe).
 void start_gemm_stats();
 
 }  // namespace anuvad

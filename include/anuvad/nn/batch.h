@@ -49,4 +49,8 @@ struct Batch {
 /// Builds a packed batch from examples. Throws ShapeError if `examples` is empty.
 Batch make_batch(const std::vector<const Example*>& examples);
 
+/// Sentences [first, last) of `b` as a batch of their own (what make_batch gives for those
+/// examples). Throws ShapeError unless 0 <= first < last <= b.batch_size.
+Batch sub_batch(const Batch& b, int first, int last);
+
 }  // namespace anuvad

@@ -55,6 +55,13 @@ class DropoutContext {
   /// first sentence's index).
   static DropoutContext training(uint64_t seed, int64_t step, int64_t first_sentence = 0);
   bool active() const { return active_; }
+  /// The context of the sub-batch that starts at this batch's sentence b (its sentence 0 is
+  /// sentence first_sentence + b of the global batch): the same masks, whatever the cut.
+  DropoutContext from_sentence(int64_t b) const {
+    DropoutContext c = *this;
+    c.first_sentence_ += b;
+    return c;
+  }
   /// The same context one level down the site path (a layer, then one of its dropouts).
   DropoutContext site(uint64_t id) const;
   /// The same context for activations whose rows are laid out as `rows` (kept by pointer:

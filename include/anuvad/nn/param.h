@@ -14,6 +14,11 @@
 
 namespace anuvad {
 
+/// The gradient slot the calling thread's backward passes accumulate into (Param::grad_acc):
+/// 0 = Param::grad, k >= 1 = Param::shard_grads[k − 1]. Thread-local, 0 unless a data-parallel
+/// step across threads (train/thread_shards.h) sets it for its shards.
+inline thread_local int t_gradient_slot = 0;
+
 /// One parameter tensor and its gradient. `value` is [rows, cols]; `shape` is the logical
 /// (PyTorch) shape written to the model file: {out, in} for a Linear weight, {n} for a bias or
 /// LayerNorm vector (stored as a [1, n] row). `grad` is allocated lazily (empty until the first
@@ -25,6 +30,10 @@ struct Param {
   std::vector<int64_t> shape;
   Mat value;
   Mat grad;
+  /// Gradients of the other shards of a data-parallel step across threads, one per slot
+  /// k >= 1 (train/thread_shards.h; ParamRegistry::sum_gradient_slots adds them into `grad`),
+  /// else empty.
+  std::vector<Mat> shard_grads;
   Bf16Matrix bf16;  ///< [rows, cols] rounded copy replacing `value` when not empty
   Int8Matrix int8;  ///< [rows, cols] quantized copy replacing `value` when not empty
   /// Rows and columns of the parameter (of `value`, `bf16` or `int8`, whichever holds it).
@@ -32,11 +41,13 @@ struct Param {
   Index cols() const { return !bf16.empty() ? bf16.cols : !int8.empty() ? int8.cols : value.cols(); }
   /// Whether the weight is held in float32 (`value`), as training needs it.
   bool is_float() const { return bf16.empty() && int8.empty(); }
-  /// The gradient for accumulation (+=): allocated as zeros of value's shape when empty.
+  /// The gradient for accumulation (+=) of the calling thread's slot (t_gradient_slot:
+  /// `grad`, or shard_grads[slot − 1], which ParamRegistry::reserve_gradient_slots must have
+  /// created): allocated as zeros of value's shape when empty.
   Mat& grad_acc() {
-    if (grad.rows() != value.rows() || grad.cols() != value.cols())
-      grad = Mat::Zero(value.rows(), value.cols());
-    return grad;
+    Mat& g = t_gradient_slot == 0 ? grad : shard_grads[size_t(t_gradient_slot) - 1];
+    if (g.rows() != value.rows() || g.cols() != value.cols()) g = Mat::Zero(value.rows(), value.cols());
+    return g;
   }
 };
 
@@ -49,7 +60,16 @@ class ParamRegistry {
   Param* find(const std::string& name);
   const Param* find(const std::string& name) const;
   /// Sets every gradient to zero, allocating it on first use (backward passes accumulate).
-  void zero_grad();
+  /// `slot` selects which (Param::grad_acc): 0 = Param::grad, split across the threads; a
+  /// slot k >= 1 is zeroed on the calling thread (the shard's own thread does it).
+  void zero_grad(int slot = 0);
+  /// Makes sure every parameter has `slots` − 1 shard gradients (Param::shard_grads), so that
+  /// slots 0 .. slots − 1 exist (allocated zero; call before threads use them). slots <= 1
+  /// frees them.
+  void reserve_gradient_slots(int slots);
+  /// Param::grad += Σ_k shard_grads[k], in slot order (the same bits whatever the thread
+  /// count), split across the threads by value ranges.
+  void sum_gradient_slots();
   /// Total number of scalar parameters.
   int64_t num_elements() const;
 

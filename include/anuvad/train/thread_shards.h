@@ -1,0 +1,77 @@
+// Data parallelism across the threads of one process (issue #15): the sentences of an update's
+// batch are cut into contiguous shards of about equal work, one per OpenMP thread, and each
+// thread runs the forward pass, the loss and the backward pass of its shard on its own, with
+// single-threaded products (core/gemm.h: inside a parallel region every product runs on the
+// calling thread). The alternative, splitting every product and element-wise pass of the whole
+// batch across the threads, pays a fork/join and a wait at the end of each of the hundreds of
+// parallel regions of a step and leaves the serial parts (attention's small per-head products,
+// the loss) on one thread; a shard per thread has one fork/join per update. Each shard's
+// gradients accumulate in its own slot (Param::grad_acc, t_gradient_slot) and are summed into
+// Param::grad in slot order at the end, so a run is deterministic for a given thread count
+// (but not the same bits for another count: the sum is cut differently). The cost is one
+// extra gradient buffer per extra thread (4 bytes per parameter each).
+#pragma once
+
+#include <utility>
+#include <vector>
+
+#include "anuvad/nn/loss.h"
+#include "anuvad/nn/transformer.h"
+
+namespace anuvad {
+
+/// Where the shards of `b` start: cuts[0] = 0 < cuts[1] < … < cuts[n] = b.batch_size, n =
+/// min(shards, b.batch_size) contiguous runs of sentences whose costs (src_cost per source
+/// token + tgt_cost per target token, any unit) are as equal as a cut between sentences
+/// allows: shard k ends at the first sentence boundary at or past k/n of the batch's cost
+/// (each shard keeps at least one sentence). Throws ShapeError when shards < 1 or the batch
+/// is empty.
+std::vector<int> balanced_shard_cuts(const Batch& b, int shards, double src_cost = 1,
+                                     double tgt_cost = 1);
+
+/// Multiply-adds per source token and per target token of a training step's matrix products
+/// (forward; the backward pass is twice that): the encoder layers' projections and
+/// feed-forward network and the decoder's cross-attention keys/values per source token; the
+/// decoder layers' and the output projection's per target token. Attention's own products
+/// (quadratic in the lengths) are left out: small at these lengths.
+std::pair<double, double> token_costs(const ModelConfig& cfg);
+
+/// One update's gradient computation: forward pass with dropout (`dctx`), label-smoothed
+/// cross-entropy (Szegedy et al. 2016 §7) and backward pass of a batch, data-parallel across
+/// the threads as this file's header describes. Keeps each shard's activations and logits
+/// ([Nt_shard, V]) from one update to the next.
+class ShardedStep {
+ public:
+  /// At most `threads` shards (one per thread); 1 computes the whole batch on the calling
+  /// thread, its products split across the threads as gemm() does.
+  explicit ShardedStep(int threads);
+  /// Leaves in model.params() (Param::grad) the gradient of Σ loss / `grad_scale` over the
+  /// batch's target tokens, and returns the loss totals (summed over the shards in order).
+  /// `final` (the overlapped allreduce's hook, Transformer::backward) is called after every
+  /// part of the backward pass with one shard, and once with 0 after the shards' sum with
+  /// several. Throws what the forward pass, the loss or the backward pass throw (ShapeError
+  /// on a token id outside the vocabularies), after every shard has stopped; the gradients
+  /// are then unspecified.
+  LossStats run(Transformer& model, const Batch& b, const DropoutContext& dctx,
+                double label_smoothing, double grad_scale, const GradientsFinal& final = {});
+  /// Shards the last run used.
+  int last_shards() const { return last_shards_; }
+  /// Seconds, summed over the runs, that the shards' threads waited for the slowest shard at
+  /// the end of a run (the wall time of the shards' parallel region minus the mean of the
+  /// shards' own times), and that wall time: their ratio is the load imbalance.
+  double idle_seconds() const { return idle_seconds_; }
+  double region_seconds() const { return region_seconds_; }
+
+ private:
+  /// One shard's scratch, reused: its activations and its logits and their gradient [Nt, V].
+  struct Buffers {
+    ForwardCache cache;
+    Mat logits, dlogits;
+  };
+  int threads_;
+  int last_shards_ = 0;
+  double idle_seconds_ = 0, region_seconds_ = 0;
+  std::vector<Buffers> buffers_;
+};
+
+}  // namespace anuvad

@@ -1,0 +1,105 @@
+// Data parallelism across threads (see include/anuvad/train/thread_shards.h).
+#include "anuvad/train/thread_shards.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <exception>
+#include <string>
+
+#include "anuvad/core/error.h"
+
+namespace anuvad {
+
+std::vector<int> balanced_shard_cuts(const Batch& b, int shards, double src_cost, double tgt_cost) {
+  ANUVAD_CHECK_SHAPE(shards >= 1 && b.batch_size >= 1,
+                     "balanced_shard_cuts: " + std::to_string(shards) + " shards of " +
+                         std::to_string(b.batch_size) + " sentences");
+  const int n = std::min(shards, b.batch_size);
+  const auto cost = [&](int i) { return src_cost * b.src_lengths[i] + tgt_cost * b.tgt_lengths[i]; };
+  double total = 0;
+  for (int i = 0; i < b.batch_size; ++i) total += cost(i);
+  std::vector<int> cuts{0};
+  double sum = 0;
+  int i = 0;
+  for (int k = 1; k < n; ++k) {
+    const double target = total * k / n;
+    // at least one sentence per shard, and enough left for the shards after this one
+    while (i < b.batch_size - (n - k) && (i < cuts.back() + 1 || sum < target)) sum += cost(i++);
+    cuts.push_back(i);
+  }
+  cuts.push_back(b.batch_size);
+  return cuts;
+}
+
+std::pair<double, double> token_costs(const ModelConfig& cfg) {
+  const double d = cfg.d_model, ff = cfg.d_ff;
+  const double layer = 4 * d * d + 2 * d * ff;  // Q, K, V, output projections; feed-forward
+  const double src = cfg.encoder_layers * layer + cfg.decoder_layers * 2 * d * d;
+  const double tgt = cfg.decoder_layers * (layer + 2 * d * d) + d * cfg.tgt_vocab_size;
+  return {src, tgt};
+}
+
+ShardedStep::ShardedStep(int threads) : threads_(std::max(1, threads)) {}
+
+LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutContext& dctx,
+                           double label_smoothing, double grad_scale, const GradientsFinal& final) {
+  const int n = b.batch_size >= 2 ? std::min(threads_, b.batch_size) : 1;
+  last_shards_ = n;
+  if (buffers_.size() < size_t(n)) buffers_.resize(size_t(n));
+  ParamRegistry& params = model.params();
+  if (n == 1) {
+    Buffers& buf = buffers_[0];
+    params.zero_grad();
+    model.forward(b, dctx, buf.cache, buf.logits);
+    const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
+    model.backward(b, buf.dlogits, buf.cache, final);
+    return ls;
+  }
+  const auto [src_cost, tgt_cost] = token_costs(model.config());
+  const std::vector<int> cuts = balanced_shard_cuts(b, n, src_cost, tgt_cost);
+  params.reserve_gradient_slots(n);
+  std::vector<LossStats> stats(static_cast<size_t>(n));
+  std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
+  std::vector<double> busy(static_cast<size_t>(n), 0.0);
+  const double start = omp_get_wtime();
+#pragma omp parallel num_threads(n)
+  {
+    // One shard per thread; a thread does more than one if the runtime gave fewer.
+    for (int k = omp_get_thread_num(); k < n; k += omp_get_num_threads()) {
+      const double t0 = omp_get_wtime();
+      t_gradient_slot = k;
+      try {
+        Buffers& buf = buffers_[size_t(k)];
+        const Batch shard = sub_batch(b, cuts[k], cuts[k + 1]);
+        params.zero_grad(k);
+        model.forward(shard, dctx.from_sentence(cuts[k]), buf.cache, buf.logits);
+        stats[size_t(k)] = label_smoothed_cross_entropy(buf.logits, shard.tgt_out, label_smoothing,
+                                                        &buf.dlogits, grad_scale);
+        model.backward(shard, buf.dlogits, buf.cache);
+      } catch (...) {
+        errors[size_t(k)] = std::current_exception();
+      }
+      t_gradient_slot = 0;
+      busy[size_t(k)] += omp_get_wtime() - t0;
+    }
+  }
+  const double wall = omp_get_wtime() - start;
+  double mean_busy = 0;
+  for (const double t : busy) mean_busy += t / n;
+  region_seconds_ += wall;
+  idle_seconds_ += wall - mean_busy;
+  for (const auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  params.sum_gradient_slots();
+  if (final) final(0);
+  LossStats total;
+  for (const LossStats& s : stats) {
+    total.loss_sum += s.loss_sum;
+    total.nll_sum += s.nll_sum;
+    total.n_tokens += s.n_tokens;
+  }
+  return total;
+}
+
+}  // namespace anuvad
