@@ -24,8 +24,9 @@ std::vector<int> balanced_shard_cuts(const Batch& b, int shards, double src_cost
   int i = 0;
   for (int k = 1; k < n; ++k) {
     const double target = total * k / n;
-    // at least one sentence per shard, and enough left for the shards after this one
-    while (i < b.batch_size - (n - k) && (i < cuts.back() + 1 || sum < target)) sum += cost(i++);
+    // the sentence boundary nearest to the target, at least one sentence per shard, and
+    // enough left for the shards after this one
+    while (i < b.batch_size - (n - k) && (i < cuts.back() + 1 || sum + cost(i) / 2 < target)) sum += cost(i++);
     cuts.push_back(i);
   }
   cuts.push_back(b.batch_size);
@@ -38,6 +39,10 @@ std::pair<double, double> token_costs(const ModelConfig& cfg) {
   const double src = cfg.encoder_layers * layer + cfg.decoder_layers * 2 * d * d;
   const double tgt = cfg.decoder_layers * (layer + 2 * d * d) + d * cfg.tgt_vocab_size;
   return {src, tgt};
+}
+
+int default_thread_shards(const ModelConfig& cfg, int threads) {
+  return double(cfg.d_model) * double(cfg.d_ff) < kThreadShardsMaxFfnWeight ? std::max(1, threads) : 1;
 }
 
 ShardedStep::ShardedStep(int threads) : threads_(std::max(1, threads)) {}

@@ -377,7 +377,8 @@ class Run {
   Adam adam_;
   WeightAverage ema_;
   ProgressReporter progress_;
-  ShardedStep sharded_{omp_get_max_threads()};  ///< forward, loss, backward: a shard per thread
+  /// forward, loss, backward: a shard per thread (default_thread_shards)
+  ShardedStep sharded_{default_thread_shards(model_.config(), omp_get_max_threads())};
   const int shards_;        ///< shards per global batch: the ranks, or TrainOptions::simulate_ranks
   const int first_shard_;   ///< this process's first shard (its rank)
   const int local_shards_;  ///< shards this process computes (1 per rank; all when simulating)

@@ -16,8 +16,9 @@
 //                         label smoothing 0.1, inverse-sqrt warm-up (4000), no clipping (as
 //                         torch_ref; --clip-norm to add the clipping that fit() does); each
 //                         batch cut into --thread-shards shards computed side by side, one per
-//                         thread, as anuvad train does (train/thread_shards.h; default: the
-//                         threads; 1 = the whole batch, every product split across the threads)
+//                         thread, as anuvad train does (train/thread_shards.h; default:
+//                         default_thread_shards, the threads for tiny and small, 1 for base;
+//                         1 = the whole batch, every product split across the threads)
 //   decode_naive_b1|b64   greedy, 20 tokens per sentence, re-running Transformer::decode
 //                         (teacher forced) on the whole prefix each step, last position's logits
 //   decode_cached_b1|b64  greedy, 20 tokens, begin_decoding + decode_step (key/value cache),
@@ -91,7 +92,7 @@ struct Args {
   std::string config = "tiny", mode = "train", norm = "post";
   int threads = 2, repeats = 3, steps = -1, warmup = -1, bs1_sentences = -1, length = 64;
   int batch_sentences = 1;
-  int thread_shards = 0;  // training: shards per batch (train/thread_shards.h); 0 = --threads
+  int thread_shards = 0;  // training: shards per batch (train/thread_shards.h); 0 = default_thread_shards
   bool check = true;  // greedy modes: compare with naive batch-1 decoding after timing
   uint64_t seed = 1234;
   double clip_norm = 0, min_time = 0.02;
@@ -295,7 +296,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
   const TrainData data = train_data(c, a.seed, n_warm, steps);
   const std::vector<TrainBatch>& warm = data.warm;
   const std::vector<TrainBatch>& batches = data.timed;
-  Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : a.threads);
+  Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : default_thread_shards(model.config(), a.threads));
   const double rss_before = peak_rss_mib();
   for (const auto& b : warm) tr.step(b.batch);
   // useful: real tokens and real attention lengths; padded: every sentence at the batch's
@@ -573,7 +574,7 @@ void bench_scale(const Args& a, const BenchConfig& c) {
   const double rss_before = peak_rss_mib();
   if (a.mode == "scale_train") {
     const TrainBatch tb = make_train_batch(c, rng, a.batch_sentences, L, L);
-    Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : a.threads);
+    Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : default_thread_shards(model.config(), a.threads));
     tr.step(tb.batch);  // warm-up (allocates Adam moments and caches)
     std::vector<double> ms, tps;
     for (int r = 0; r < a.repeats; ++r) {
