@@ -26,8 +26,8 @@ namespace anuvad {
 /// allows: shard k ends at the sentence boundary nearest to k/n of the batch's cost (each
 /// shard keeps at least one sentence). Contiguous rather than dealt out to balance better
 /// (longest-processing-time first): dealt shards measured slower (small, 2 threads, 3
-/// alternated rounds: 62.7 against 60.3 ms per step at the same 5 % idle time). Throws ShapeError when shards < 1 or the batch
-/// is empty.
+/// alternated rounds: 62.7 against 60.3 ms per step at the same 5 % idle time). Throws
+/// ShapeError when shards < 1 or the batch is empty.
 std::vector<int> balanced_shard_cuts(const Batch& b, int shards, double src_cost = 1,
                                      double tgt_cost = 1);
 
