@@ -45,6 +45,22 @@ int default_thread_shards(const ModelConfig& cfg, int threads) {
   return double(cfg.d_model) * double(cfg.d_ff) < kThreadShardsMaxFfnWeight ? std::max(1, threads) : 1;
 }
 
+namespace {
+
+/// Forward pass, loss and backward pass of one batch or shard into the calling thread's
+/// gradient slot (which the caller has zeroed).
+template <typename Buffers>
+LossStats forward_loss_backward(Transformer& model, const Batch& b, const DropoutContext& dctx,
+                                double label_smoothing, double grad_scale, Buffers& buf,
+                                const GradientsFinal& final) {
+  model.forward(b, dctx, buf.cache, buf.logits);
+  const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
+  model.backward(b, buf.dlogits, buf.cache, final);
+  return ls;
+}
+
+}  // namespace
+
 ShardedStep::ShardedStep(int threads) : threads_(std::max(1, threads)) {}
 
 LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutContext& dctx,
@@ -54,12 +70,8 @@ LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutCont
   if (buffers_.size() < size_t(n)) buffers_.resize(size_t(n));
   ParamRegistry& params = model.params();
   if (n == 1) {
-    Buffers& buf = buffers_[0];
     params.zero_grad();
-    model.forward(b, dctx, buf.cache, buf.logits);
-    const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
-    model.backward(b, buf.dlogits, buf.cache, final);
-    return ls;
+    return forward_loss_backward(model, b, dctx, label_smoothing, grad_scale, buffers_[0], final);
   }
   const auto [src_cost, tgt_cost] = token_costs(model.config());
   const std::vector<int> cuts = balanced_shard_cuts(b, n, src_cost, tgt_cost);
@@ -75,13 +87,10 @@ LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutCont
       const double t0 = omp_get_wtime();
       t_gradient_slot = k;
       try {
-        Buffers& buf = buffers_[size_t(k)];
         const Batch shard = sub_batch(b, cuts[k], cuts[k + 1]);
         params.zero_grad(k);
-        model.forward(shard, dctx.from_sentence(cuts[k]), buf.cache, buf.logits);
-        stats[size_t(k)] = label_smoothed_cross_entropy(buf.logits, shard.tgt_out, label_smoothing,
-                                                        &buf.dlogits, grad_scale);
-        model.backward(shard, buf.dlogits, buf.cache);
+        stats[size_t(k)] = forward_loss_backward(model, shard, dctx.from_sentence(cuts[k]), label_smoothing,
+                                                 grad_scale, buffers_[size_t(k)], {});
       } catch (...) {
         errors[size_t(k)] = std::current_exception();
       }

@@ -5,7 +5,8 @@
 // calling thread). The alternative, splitting every product and element-wise pass of the whole
 // batch across the threads, pays a fork/join and a wait at the end of each of the hundreds of
 // parallel regions of a step and leaves the serial parts (attention's small per-head products,
-// the loss) on one thread; a shard per thread has one fork/join per update. Each shard's
+// the loss) on one thread; shards per thread have one fork/join for the whole forward and
+// backward pass (and one more for the sum of their gradients). Each shard's
 // gradients accumulate in its own slot (Param::grad_acc, t_gradient_slot) and are summed into
 // Param::grad in slot order at the end, so a run is deterministic for a given thread count
 // (but not the same bits for another count: the sum is cut differently). The cost is one
