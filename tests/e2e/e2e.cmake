@@ -25,15 +25,16 @@ add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-4)
 add_test(NAME e2e.batched_translation_equals_line_by_line
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-5)
-# The same two in bfloat16 (translate's default in a native build): identical hypotheses, scores
-# within 2e-2 nats (measured: 6.3e-3; see the scripts).
+# The same two in bfloat16 (translate's default in a native build): scores within 2e-2 nats
+# (measured: 6.3e-3; see the scripts), and where batching changes a hypothesis, batched.py checks
+# that the searches parted at a near-tie (CI's sanitizer build, 2026-12-02: 1 of the 100 lines).
 add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev_bfloat16
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 2e-2 bfloat16)
 add_test(NAME e2e.batched_translation_equals_line_by_line_bfloat16
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 2e-2 bfloat16)
 # And in int8 (--compute-type int8): each row's product is exact integer arithmetic, so a batch
 # changes only the float32 parts, but a last-bit difference upstream can move an activation
@@ -41,13 +42,12 @@ add_test(NAME e2e.batched_translation_equals_line_by_line_bfloat16
 # rounding), and that moves a word score by up to a few 1e-2 nats. Measured on the fixture of
 # the Release build: 1.0e-6 (batched) and 8.6e-3 (translate against score); of the sanitizer
 # build (the same training, its own last bits): 1.38e-2 and 2.53e-2. Tolerance 5e-2 for both,
-# 2.5x bfloat16's; identical hypotheses are still required, and a wrong row, scale or weight
-# moves scores by whole nats.
+# 2.5x bfloat16's; a wrong row, scale or weight moves scores by whole nats.
 add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev_int8
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/scores_agree.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 5e-2 int8)
 add_test(NAME e2e.batched_translation_equals_line_by_line_int8
-  COMMAND bash ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.sh $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 5e-2 int8)
 set_tests_properties(e2e.exact_match_train_at_least_90_percent e2e.how_are_you_prints_devanagari
   e2e.translate_and_score_word_scores_agree_on_dev e2e.batched_translation_equals_line_by_line
