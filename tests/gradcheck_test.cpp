@@ -2,6 +2,7 @@
 // (this file links anuvad_core_f64). Method and tolerance: tests/support/gradcheck.h.
 #include <catch2/catch.hpp>
 
+#include "anuvad/core/error.h"
 #include "anuvad/nn/attention.h"
 #include "anuvad/nn/layers.h"
 #include "anuvad/nn/loss.h"
@@ -143,6 +144,45 @@ TEST_CASE("Label-smoothed cross-entropy gradient matches finite differences", "[
     INFO("label_smoothing " << eps);
     CHECK(max_grad_error(logits, d, loss) < kTol);
   }
+}
+
+TEST_CASE("R-Drop loss gradient matches finite differences, and its value the definition", "[gradcheck]") {
+  // Liang et al. 2021 eq. 3: ½(CE_a + CE_b) + α·½(KL(p‖q) + KL(q‖p)) per non-PAD row.
+  Mat a = random_mat(5, 7, 31, 2.0), b = random_mat(5, 7, 32, 2.0);
+  const TokenIds labels = {3, 0, 6, 1, 4};  // row 1 is PAD and ignored
+  for (double alpha : {0.0, 0.7, 5.0}) {
+    INFO("alpha " << alpha);
+    const double eps = 0.1;
+    auto loss = [&] { return rdrop_loss(a, b, labels, eps, alpha, nullptr, nullptr).loss_sum / 4.0; };
+    Mat da, db;
+    const LossStats s = rdrop_loss(a, b, labels, eps, alpha, &da, &db, 4.0);
+    CHECK(s.n_tokens == 4);
+    CHECK(da.row(1).isZero(0));
+    CHECK(db.row(1).isZero(0));
+    CHECK(max_grad_error(a, da, loss) < kTol);
+    CHECK(max_grad_error(b, db, loss) < kTol);
+    // The value, composed from log_softmax_rows in double.
+    const Mat lp = log_softmax_rows(a), lq = log_softmax_rows(b);
+    double expected = 0, nll = 0;
+    for (Index r = 0; r < 5; ++r) {
+      if (labels[size_t(r)] == kPadId) continue;
+      const int y = labels[size_t(r)];
+      expected += 0.5 * (label_smoothed_cross_entropy(a.row(r), {y}, eps, nullptr).loss_sum +
+                         label_smoothed_cross_entropy(b.row(r), {y}, eps, nullptr).loss_sum);
+      nll -= 0.5 * (double(lp(r, y)) + double(lq(r, y)));
+      double sym = 0;
+      for (Index k = 0; k < 7; ++k)
+        sym += (std::exp(double(lp(r, k))) - std::exp(double(lq(r, k)))) * (double(lp(r, k)) - double(lq(r, k)));
+      expected += alpha * 0.5 * sym;
+    }
+    CHECK(s.loss_sum == Approx(expected).epsilon(1e-5));
+    CHECK(s.nll_sum == Approx(nll).epsilon(1e-5));
+  }
+  // The same logits in both passes: no divergence, the plain loss.
+  Mat da, db;
+  CHECK(rdrop_loss(a, a, labels, 0.1, 5.0, &da, &db).loss_sum ==
+        Approx(label_smoothed_cross_entropy(a, labels, 0.1, nullptr).loss_sum).epsilon(1e-6));
+  CHECK_THROWS_AS(rdrop_loss(a, random_mat(4, 7, 1), labels, 0.1, 1.0, nullptr, nullptr), ShapeError);
 }
 
 TEST_CASE("Label-smoothed cross-entropy equals log-softmax followed by smoothed NLL", "[gradcheck]") {

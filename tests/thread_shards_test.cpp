@@ -97,12 +97,12 @@ TEST_CASE("A step cut into thread shards gives the one-shard loss and gradients,
   const DropoutContext dctx = DropoutContext::training(7, 5);
   const double scale = double(b.n_tgt_tokens());
   ShardedStep one(1);
-  const LossStats l1 = one.run(model, b, dctx, 0.1, scale);
+  const LossStats l1 = one.run(model, b, dctx, {0.1}, scale);
   CHECK(one.last_shards() == 1);
   const std::vector<Mat> g1 = gradients(model.params());
   for (int shards : {2, 3, 11, 16}) {
     ShardedStep sharded(shards);
-    const LossStats ln = sharded.run(model, b, dctx, 0.1, scale);
+    const LossStats ln = sharded.run(model, b, dctx, {0.1}, scale);
     CHECK(sharded.last_shards() == std::min(shards, 11));
     CHECK(t_gradient_slot == 0);
     CHECK(ln.n_tokens == l1.n_tokens);
@@ -115,13 +115,53 @@ TEST_CASE("A step cut into thread shards gives the one-shard loss and gradients,
       CHECK((gn[i] - g1[i]).cwiseAbs().maxCoeff() <= tol);
     }
     // The same shards again (buffers and slots reused): the same bits.
-    sharded.run(model, b, dctx, 0.1, scale);
+    sharded.run(model, b, dctx, {0.1}, scale);
     for (size_t i = 0; i < gn.size(); ++i) CHECK(model.params().params()[i].grad == gn[i]);
   }
   // A one-sentence batch is never cut.
   ShardedStep two(2);
-  two.run(model, sub_batch(b, 0, 1), dctx, 0.1, scale);
+  two.run(model, sub_batch(b, 0, 1), dctx, {0.1}, scale);
   CHECK(two.last_shards() == 1);
+}
+
+TEST_CASE("An R-Drop step is the mean of a step and its twin's, plus the divergence; shards agree", "[train][shards]") {
+  ModelConfig cfg = test::tiny_config({40, 50, 32, 4, 64, 2, 2, 64}, "pre", true, 0.1);
+  Transformer model(cfg);
+  model.init_parameters(5);
+  const Batch b = batch_of(random_pairs(9, 40, 10, 6));
+  const DropoutContext dctx = DropoutContext::training(3, 2);
+  const double scale = double(b.n_tgt_tokens());
+  ShardedStep one(1);
+  // α → 0: ½ (the step with dctx + the step with dctx.twin()), loss and gradients.
+  const LossStats la = one.run(model, b, dctx, {0.1}, scale);
+  const std::vector<Mat> ga = gradients(model.params());
+  const LossStats lb = one.run(model, b, dctx.twin(), {0.1}, scale);
+  const std::vector<Mat> gb = gradients(model.params());
+  CHECK(lb.loss_sum != la.loss_sum);  // the twin's masks differ
+  // The two-pass path (α > 0) with a divergence term too small to count.
+  const LossStats l0 = one.run(model, b, dctx, {0.1, 1e-300}, scale);
+  CHECK(l0.loss_sum == Approx(0.5 * (la.loss_sum + lb.loss_sum)).epsilon(1e-6));
+  CHECK(l0.nll_sum == Approx(0.5 * (la.nll_sum + lb.nll_sum)).epsilon(1e-6));
+  const std::vector<Mat> g0 = gradients(model.params());
+  for (size_t i = 0; i < g0.size(); ++i) {
+    INFO(model.params().params()[i].name);
+    const Mat mean = 0.5 * (ga[i] + gb[i]);
+    CHECK((g0[i] - mean).cwiseAbs().maxCoeff() <= 1e-5 * std::max(1.0, double(mean.cwiseAbs().maxCoeff())));
+  }
+  // α = 5: the divergence of the two passes adds to the loss, and the shards agree.
+  const LossStats l5 = one.run(model, b, dctx, {0.1, 5.0}, scale);
+  CHECK(l5.loss_sum > l0.loss_sum + 1e-3);
+  CHECK(l5.nll_sum == Approx(l0.nll_sum).epsilon(1e-12));
+  const std::vector<Mat> g5 = gradients(model.params());
+  ShardedStep three(3);
+  const LossStats l5s = three.run(model, b, dctx, {0.1, 5.0}, scale);
+  CHECK(three.last_shards() == 3);
+  CHECK(l5s.loss_sum == Approx(l5.loss_sum).epsilon(1e-6));
+  const std::vector<Mat> g5s = gradients(model.params());
+  for (size_t i = 0; i < g5.size(); ++i) {
+    INFO(model.params().params()[i].name << " with 3 shards");
+    CHECK((g5s[i] - g5[i]).cwiseAbs().maxCoeff() <= 1e-5 * std::max(1.0, double(g5[i].cwiseAbs().maxCoeff())));
+  }
 }
 
 TEST_CASE("A shard's error reaches the caller after every shard has stopped", "[train][shards]") {
@@ -131,10 +171,10 @@ TEST_CASE("A shard's error reaches the caller after every shard has stopped", "[
   auto ex = random_pairs(6, 40, 8, 4);
   ex[5].tgt[0] = 999;  // outside the target vocabulary: the last shard's embedding throws
   ShardedStep sharded(2);
-  CHECK_THROWS_AS(sharded.run(model, batch_of(ex), DropoutContext{}, 0.0, 1.0), ShapeError);
+  CHECK_THROWS_AS(sharded.run(model, batch_of(ex), DropoutContext{}, {0.0}, 1.0), ShapeError);
   CHECK(t_gradient_slot == 0);
   ex[5].tgt[0] = 7;
-  const LossStats ls = sharded.run(model, batch_of(ex), DropoutContext{}, 0.0, 1.0);
+  const LossStats ls = sharded.run(model, batch_of(ex), DropoutContext{}, {0.0}, 1.0);
   CHECK(std::isfinite(ls.loss_sum));
   CHECK(sharded.last_shards() == 2);
 }

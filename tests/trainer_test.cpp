@@ -143,15 +143,15 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
   CHECK(keys_with(kDumpConfig) ==
         std::vector<std::string>{"train_sets", "valid_sets", "model_path", "config_path", "seed",
                                  "cpu_threads", "after_epochs", "after_steps", "batch_tokens",
-                                 "learning_rate", "warmup_steps", "label_smoothing", "clip_norm",
-                                 "valid_freq", "valid_metrics", "early_stopping", "final_model",
+                                 "learning_rate", "warmup_steps", "label_smoothing", "rdrop_alpha",
+                                 "clip_norm", "valid_freq", "valid_metrics", "early_stopping", "final_model",
                                  "average_best", "valid_mini_batch", "src_vocab_size",
                                  "tgt_vocab_size", "sentencepiece_alphas", "save_freq", "resume",
                                  "exponential_smoothing"});
   CHECK(keys_with(kFingerprint) ==
         std::vector<std::string>{"train_sets", "valid_sets", "preset", "seed", "batch_tokens",
-                                 "learning_rate", "warmup_steps", "label_smoothing", "clip_norm",
-                                 "valid_freq", "valid_metrics", "src_vocab_size",
+                                 "learning_rate", "warmup_steps", "label_smoothing", "rdrop_alpha",
+                                 "clip_norm", "valid_freq", "valid_metrics", "src_vocab_size",
                                  "tgt_vocab_size", "exponential_smoothing"});
 
   TrainOptions o;
@@ -162,7 +162,7 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
   CHECK(fp.at("seed") == 42);
   CHECK(fp.at("valid_metrics") == nlohmann::json({"chrf", "bleu"}));
   CHECK(fp.at("config") == o.model.to_json());
-  CHECK(fp.size() == keys_with(kFingerprint).size() + 1);
+  CHECK(fp.size() == keys_with(kFingerprint).size());  // + config, − rdrop_alpha (0: left out)
   const nlohmann::json dump = effective_config_json(o);
   CHECK(dump.at("preset") == "tiny");
   CHECK(dump.at("model").at("d_model") == 64);
@@ -355,6 +355,21 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   other.learning_rate = 5e-4;
   CHECK_THROWS_WITH(read_checkpoint(file.path, resume_fingerprint(other), true),
                     Catch::Contains("checkpoint was written with another learning_rate (0.001 instead of 0.0005)"));
+  // R-Drop is in the fingerprint only when on (checkpoints from before it resume): turning it on
+  // or off on resume is refused, naming it, both ways.
+  CHECK(!fingerprint.contains("rdrop_alpha"));
+  TrainOptions rdrop = o;
+  rdrop.rdrop_alpha = 5;
+  CHECK(resume_fingerprint(rdrop).at("rdrop_alpha") == 5.0);
+  CHECK_THROWS_WITH(read_checkpoint(file.path, resume_fingerprint(rdrop), true),
+                    Catch::Contains("checkpoint was written with another rdrop_alpha (none instead of 5.0)"));
+  {
+    ScratchFile with_rdrop("rdrop.checkpoint.safetensors");
+    write_checkpoint(with_rdrop.path, model, src_tok, tgt_tok, resume_fingerprint(rdrop), st, hashes);
+    CHECK_NOTHROW(read_checkpoint(with_rdrop.path, resume_fingerprint(rdrop), true));
+    CHECK_THROWS_WITH(read_checkpoint(with_rdrop.path, fingerprint, true),
+                      Catch::Contains("checkpoint was written with another rdrop_alpha (5.0 instead of the default)"));
+  }
   // More early-stopping patience, or a longer run: accepted (the stall count is in the state).
   TrainOptions patient = o;
   patient.early_stopping = o.early_stopping + 8;

@@ -89,6 +89,11 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
       sub->add_option("--label-smoothing", opts->label_smoothing, "Label smoothing ε (default: the preset's)")
           ->check(CLI::Range(0.0, 0.99)),
       "label_smoothing");
+  sub->add_option("--rdrop-alpha", opts->rdrop_alpha,
+                  "R-Drop (Liang et al. 2021): run every batch twice with independent dropout masks and add "
+                  "this weight times the symmetric KL divergence of the two output distributions, per token, "
+                  "to the loss; twice the compute per update (0 = off)")
+      ->capture_default_str()->check(CLI::NonNegativeNumber);
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   flags.preset_governed.emplace_back(

@@ -70,4 +70,46 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
   return s;
 }
 
+LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& labels,
+                     double label_smoothing, double alpha, Mat* dlogits_a, Mat* dlogits_b,
+                     double grad_scale) {
+  ANUVAD_CHECK_SHAPE(logits_a.rows() == logits_b.rows() && logits_a.cols() == logits_b.cols(),
+                     "rdrop_loss: the two passes' logits differ in shape");
+  ANUVAD_CHECK_SHAPE((dlogits_a == nullptr) == (dlogits_b == nullptr), "rdrop_loss: one gradient of two");
+  // Each pass's cross-entropy at half weight: its gradient over 2·grad_scale.
+  const LossStats a = label_smoothed_cross_entropy(logits_a, labels, label_smoothing, dlogits_a, 2 * grad_scale);
+  const LossStats b = label_smoothed_cross_entropy(logits_b, labels, label_smoothing, dlogits_b, 2 * grad_scale);
+  const Index n = logits_a.rows();
+  std::vector<double> row_kl(n, 0.0);
+  // ½(KL(p‖q) + KL(q‖p)) = ½ Σ_k (p_k − q_k)(log p_k − log q_k); its gradient with respect to
+  // logits_a is ½(p ⊙ (d − KL(p‖q)) + p − q), d = log p − log q, and symmetrically for b.
+#pragma omp parallel for schedule(static)
+  for (Index r = 0; r < n; ++r) {
+    if (labels[r] == kPadId) continue;
+    thread_local RowVec log_p, log_q, p, q;
+    log_p = logits_a.row(r).array() - logsumexp(logits_a.row(r));
+    log_q = logits_b.row(r).array() - logsumexp(logits_b.row(r));
+    p = log_p.array().exp();
+    q = log_q.array().exp();
+    RowVec& d = log_p;  // log p − log q, in place
+    d -= log_q;
+    const double kl_pq = (p.array().cast<double>() * d.array().cast<double>()).sum();
+    const double kl_qp = -(q.array().cast<double>() * d.array().cast<double>()).sum();
+    row_kl[r] = 0.5 * (kl_pq + kl_qp);
+    if (dlogits_a) {
+      const Scalar w = static_cast<Scalar>(0.5 * alpha / grad_scale);
+      dlogits_a->row(r).array() +=
+          w * (p.array() * (d.array() - static_cast<Scalar>(kl_pq)) + p.array() - q.array());
+      dlogits_b->row(r).array() +=
+          w * (q.array() * (-d.array() - static_cast<Scalar>(kl_qp)) + q.array() - p.array());
+    }
+  }
+  LossStats s;
+  s.n_tokens = a.n_tokens;
+  s.nll_sum = 0.5 * (a.nll_sum + b.nll_sum);
+  s.loss_sum = 0.5 * (a.loss_sum + b.loss_sum);
+  for (Index r = 0; r < n; ++r) s.loss_sum += alpha * row_kl[r];
+  return s;
+}
+
 }  // namespace anuvad

@@ -51,9 +51,14 @@ const std::string& metadata(const SafetensorsFile& f, const std::string& path, c
 }
 
 /// Throws ConfigError naming the first key of `fingerprint` (in key order) whose value differs
-/// in `saved`, or is missing there.
+/// in `saved`, or is missing there, or else the first key only `saved` has (an option left
+/// out of a fingerprint at its default, e.g. rdrop_alpha 0).
 void check_fingerprint(const nlohmann::json& saved, const nlohmann::json& fingerprint,
                        const std::string& path) {
+  for (auto it = saved.begin(); it != saved.end(); ++it)
+    if (!fingerprint.contains(it.key()))
+      throw ConfigError(path + ": checkpoint was written with another " + it.key() + " (" + it.value().dump() +
+                        " instead of the default); rerun with the same options, or pass --no-resume to start over");
   for (auto it = fingerprint.begin(); it != fingerprint.end(); ++it)
     if (!saved.contains(it.key()) || saved[it.key()] != it.value())
       throw ConfigError(path + ": checkpoint was written with another " + it.key() + " (" +

@@ -293,8 +293,9 @@ void log_setup(const TrainOptions& opts, const JobModel& job) {
                cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
                job.model->params().num_elements(), omp_get_max_threads());
   spdlog::info("matrix products: {}", gemm_backend());
-  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | exponential smoothing {}",
+  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | R-Drop {} | exponential smoothing {}",
                opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
+               opts.rdrop_alpha > 0 ? std::to_string(opts.rdrop_alpha) : "off",
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 }
 

@@ -93,6 +93,7 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::learning_rate>("learning_rate", kBoth),
       field<&O::warmup_steps>("warmup_steps", kBoth),
       field<&O::label_smoothing>("label_smoothing", kBoth),
+      field<&O::rdrop_alpha>("rdrop_alpha", kBoth),
       field<&O::clip_norm>("clip_norm", kBoth),
       field<&O::valid_freq>("valid_freq", kBoth),
       field<&O::valid_metrics>("valid_metrics", kBoth),
@@ -221,6 +222,7 @@ nlohmann::json effective_config_json(const TrainOptions& opts) {
 
 nlohmann::json resume_fingerprint(const TrainOptions& opts) {
   nlohmann::json j = fields_json(opts, kFingerprint);
+  if (opts.rdrop_alpha == 0) j.erase("rdrop_alpha");  // checkpoints from before R-Drop resume
   j["config"] = opts.model.to_json();
   return j;
 }

@@ -48,14 +48,24 @@ int default_thread_shards(const ModelConfig& cfg, int threads) {
 namespace {
 
 /// Forward pass, loss and backward pass of one batch or shard into the calling thread's
-/// gradient slot (which the caller has zeroed).
+/// gradient slot (which the caller has zeroed); with rdrop_alpha > 0 two passes with
+/// independent dropout masks (DropoutContext::twin) and rdrop_loss. `final` is called by the
+/// last backward pass only: the gradients are complete then.
 template <typename Buffers>
 LossStats forward_loss_backward(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                                double label_smoothing, double grad_scale, Buffers& buf,
+                                const StepLoss& loss, double grad_scale, Buffers& buf,
                                 const GradientsFinal& final) {
   model.forward(b, dctx, buf.cache, buf.logits);
-  const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, label_smoothing, &buf.dlogits, grad_scale);
-  model.backward(b, buf.dlogits, buf.cache, final);
+  if (loss.rdrop_alpha <= 0) {
+    const LossStats ls = label_smoothed_cross_entropy(buf.logits, b.tgt_out, loss.label_smoothing, &buf.dlogits, grad_scale);
+    model.backward(b, buf.dlogits, buf.cache, final);
+    return ls;
+  }
+  model.forward(b, dctx.twin(), buf.twin_cache, buf.twin_logits);
+  const LossStats ls = rdrop_loss(buf.logits, buf.twin_logits, b.tgt_out, loss.label_smoothing, loss.rdrop_alpha,
+                                  &buf.dlogits, &buf.twin_dlogits, grad_scale);
+  model.backward(b, buf.dlogits, buf.cache, {});
+  model.backward(b, buf.twin_dlogits, buf.twin_cache, final);
   return ls;
 }
 
@@ -64,14 +74,14 @@ LossStats forward_loss_backward(Transformer& model, const Batch& b, const Dropou
 ShardedStep::ShardedStep(int threads) : threads_(std::max(1, threads)) {}
 
 LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                           double label_smoothing, double grad_scale, const GradientsFinal& final) {
+                           const StepLoss& loss, double grad_scale, const GradientsFinal& final) {
   const int n = b.batch_size >= 2 ? std::min(threads_, b.batch_size) : 1;
   last_shards_ = n;
   if (buffers_.size() < size_t(n)) buffers_.resize(size_t(n));
   ParamRegistry& params = model.params();
   if (n == 1) {
     params.zero_grad();
-    return forward_loss_backward(model, b, dctx, label_smoothing, grad_scale, buffers_[0], final);
+    return forward_loss_backward(model, b, dctx, loss, grad_scale, buffers_[0], final);
   }
   const auto [src_cost, tgt_cost] = token_costs(model.config());
   const std::vector<int> cuts = balanced_shard_cuts(b, n, src_cost, tgt_cost);
@@ -89,8 +99,8 @@ LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutCont
       try {
         const Batch shard = sub_batch(b, cuts[k], cuts[k + 1]);
         params.zero_grad(k);
-        stats[size_t(k)] = forward_loss_backward(model, shard, dctx.from_sentence(cuts[k]), label_smoothing,
-                                                 grad_scale, buffers_[size_t(k)], {});
+        stats[size_t(k)] = forward_loss_backward(model, shard, dctx.from_sentence(cuts[k]), loss, grad_scale,
+                                                 buffers_[size_t(k)], {});
       } catch (...) {
         errors[size_t(k)] = std::current_exception();
       }

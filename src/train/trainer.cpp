@@ -358,7 +358,7 @@ class Run {
       for (size_t i = first; i < last; ++i) ptrs.push_back(&(*train_)[global[i]]);
       const Batch b = make_batch(ptrs);
       const DropoutContext dctx = DropoutContext::training(opts_.seed, step_, static_cast<int64_t>(first));
-      const LossStats ls = sharded_.run(model_, b, dctx, opts_.label_smoothing,
+      const LossStats ls = sharded_.run(model_, b, dctx, {opts_.label_smoothing, opts_.rdrop_alpha},
                                         static_cast<double>(global_tgt), final_);
       if (shards_ > 1 && !buckets_) grads_.add(model_.params());
       totals[0] += ls.loss_sum;

@@ -275,7 +275,7 @@ struct Trainer {
 
   double step(const Batch& b) {
     ++step_no;
-    const LossStats ls = sharded.run(model, b, DropoutContext::training(dropout_seed, step_no), 0.1,
+    const LossStats ls = sharded.run(model, b, DropoutContext::training(dropout_seed, step_no), {0.1},
                                      static_cast<double>(b.n_tgt_tokens()));
     const auto t0 = Clock::now();
     // as anuvad train does (train/trainer.cpp): the norm in one pass, the factor inside Adam's

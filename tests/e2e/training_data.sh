@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What `anuvad train` reads: several corpora in -t (a TSV and an .en/.hi pair read as one), and
 # --sentencepiece-alphas (subword sampling): 0 leaves the model byte-identical to a run without
-# the flag, 0.5 trains another model, the same one again with the same seed.
+# the flag, 0.5 trains another model, the same one again with the same seed; and --rdrop-alpha
+# (R-Drop) the same way.
 # Usage: training_data.sh ANUVAD CORPUS.tsv CONFIG.json
 set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
@@ -38,3 +39,20 @@ cmp -s "$dir/plain.safetensors" "$dir/alpha5.safetensors" &&
 cmp -s "$dir/alpha5.safetensors" "$dir/alpha5again.safetensors" ||
   { echo "--sentencepiece-alphas 0.5 twice with one seed: different models"; exit 1; }
 echo "sampling: alpha 0 = off byte for byte, alpha 0.5 another model, reproducible"
+# --rdrop-alpha (R-Drop): 0 is off byte for byte; 5 trains another model, reproducibly, and says so.
+for run in "rdrop0 --rdrop-alpha 0" "rdrop5 --rdrop-alpha 5" "rdrop5again --rdrop-alpha 5"; do
+  set -- $run
+  name=$1
+  shift
+  "$anuvad" "${train[@]}" -t "$corpus" "$@" -m "$dir/$name.safetensors" > "$dir/$name.log" 2>&1 ||
+    { cat "$dir/$name.log"; exit 1; }
+done
+cmp -s "$dir/plain.safetensors" "$dir/rdrop0.safetensors" || { echo "--rdrop-alpha 0 changed the model"; exit 1; }
+grep -q "R-Drop 5.0" "$dir/rdrop5.log" || { echo "no R-Drop in the log"; cat "$dir/rdrop5.log"; exit 1; }
+cmp -s "$dir/plain.safetensors" "$dir/rdrop5.safetensors" && { echo "--rdrop-alpha 5 trained the same model"; exit 1; }
+cmp -s "$dir/rdrop5.safetensors" "$dir/rdrop5again.safetensors" ||
+  { echo "--rdrop-alpha 5 twice with one seed: different models"; exit 1; }
+"$anuvad" "${train[@]}" -t "$corpus" --rdrop-alpha -1 -m "$dir/neg.safetensors" > "$dir/neg.log" 2>&1 &&
+  { echo "--rdrop-alpha -1 was accepted"; exit 1; }
+grep -q "rdrop-alpha" "$dir/neg.log" || { cat "$dir/neg.log"; exit 1; }
+echo "R-Drop: alpha 0 = off byte for byte, alpha 5 another model, reproducible"

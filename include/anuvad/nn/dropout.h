@@ -41,6 +41,7 @@ constexpr uint64_t kCrossAttnResidual = 9;
 constexpr uint64_t kCrossAttnWeights = 10;
 constexpr uint64_t kFfnResidual = 11;
 constexpr uint64_t kFfnHidden = 12;
+constexpr uint64_t kTwinPass = 13;       ///< above every other: R-Drop's second pass (twin())
 }  // namespace dropout_site
 
 /// Dropout switch and coordinates passed down a forward pass: inactive (inference) when
@@ -62,6 +63,9 @@ class DropoutContext {
     c.first_sentence_ += b;
     return c;
   }
+  /// The context of a second, independent pass over the same sentences (R-Drop's twin,
+  /// nn/loss.h rdrop_loss): every mask drawn from another key, the same whatever the cut.
+  DropoutContext twin() const { return site(dropout_site::kTwinPass); }
   /// The same context one level down the site path (a layer, then one of its dropouts).
   DropoutContext site(uint64_t id) const;
   /// The same context for activations whose rows are laid out as `rows` (kept by pointer:

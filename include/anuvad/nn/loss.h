@@ -22,6 +22,18 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
                                        double label_smoothing, Mat* dlogits,
                                        double grad_scale = 1.0);
 
+/// R-Drop (Liang et al. 2021, "R-Drop: Regularized Dropout for Neural Networks", eq. 3): the
+/// same batch through the model twice with independent dropout masks, logits_a and logits_b
+/// [N, V]; per non-PAD row r, with p = softmax(logits_a[r]), q = softmax(logits_b[r]):
+///   loss_r = ½·(CE_a,r + CE_b,r) + alpha·½·(KL(p‖q) + KL(q‖p)),
+/// CE the label-smoothed cross-entropy above (the halves keep the loss on one pass's scale).
+/// loss_sum is Σ loss_r and nll_sum Σ ½·(nll_a,r + nll_b,r). When dlogits_a and dlogits_b are
+/// given, writes d(loss_sum / grad_scale) with respect to each [N, V] (PAD rows zero). Throws
+/// ShapeError on a label outside [0, V) or a size mismatch (between the two logits too).
+LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& labels,
+                     double label_smoothing, double alpha, Mat* dlogits_a, Mat* dlogits_b,
+                     double grad_scale = 1.0);
+
 /// log-softmax of each row: [N, V] → [N, V], out[r, v] = logits[r, v] − logsumexp(logits[r]).
 Mat log_softmax_rows(const Mat& logits);
 /// log Σ_v exp(z_v) of one row [V], computed as max + log Σ exp(z − max) (no overflow). The

@@ -37,6 +37,10 @@ struct TrainOptions {
   double learning_rate = 1e-3;  ///< peak learning rate, reached after warmup_steps
   int warmup_steps = 400;
   double label_smoothing = 0.1;
+  /// R-Drop's weight α (Liang et al. 2021; nn/loss.h rdrop_loss): > 0 runs every batch twice
+  /// with independent dropout masks and adds α · their symmetric KL divergence per token to
+  /// the loss (twice the compute per update). 0 = off.
+  double rdrop_alpha = 0;
   double clip_norm = 1.0;       ///< 0 = no clipping
   int valid_freq = 500;         ///< validate every this many updates (and at the end)
   /// Validation metrics, any of "cross-entropy", "perplexity", "chrf" (chrF2), "bleu" (BLEU,
@@ -172,7 +176,8 @@ nlohmann::json training_options_json(const TrainOptions& opts);
 nlohmann::json effective_config_json(const TrainOptions& opts);
 
 /// The options a resumed run must share with the run that wrote the checkpoint: every
-/// kFingerprint field of train_option_fields plus "config" (opts.model as JSON). Stored in a
+/// kFingerprint field of train_option_fields (rdrop_alpha only when > 0, so checkpoints written
+/// before it existed still resume) plus "config" (opts.model as JSON). Stored in a
 /// checkpoint's "training_options" metadata (docs/model-format.md).
 nlohmann::json resume_fingerprint(const TrainOptions& opts);
 

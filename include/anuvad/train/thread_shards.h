@@ -50,8 +50,16 @@ inline constexpr double kThreadShardsMaxFfnWeight = 512.0 * 2048.0;
 /// kThreadShardsMaxFfnWeight, else 1.
 int default_thread_shards(const ModelConfig& cfg, int threads);
 
-/// One update's gradient computation: forward pass with dropout (`dctx`), label-smoothed
-/// cross-entropy (Szegedy et al. 2016 §7) and backward pass of a batch, data-parallel across
+/// The training loss of an update: label-smoothed cross-entropy (Szegedy et al. 2016 §7) with
+/// smoothing ε, and with rdrop_alpha > 0 R-Drop's consistency term on two passes (nn/loss.h
+/// rdrop_loss: twice the forward and backward work).
+struct StepLoss {
+  double label_smoothing = 0.1;
+  double rdrop_alpha = 0;
+};
+
+/// One update's gradient computation: forward pass with dropout (`dctx`), the loss (StepLoss)
+/// and backward pass of a batch, data-parallel across
 /// the threads as this file's header describes. Keeps each shard's activations and logits
 /// ([Nt_shard, V]) from one update to the next.
 class ShardedStep {
@@ -67,7 +75,7 @@ class ShardedStep {
   /// on a token id outside the vocabularies), after every shard has stopped; the gradients
   /// are then unspecified.
   LossStats run(Transformer& model, const Batch& b, const DropoutContext& dctx,
-                double label_smoothing, double grad_scale, const GradientsFinal& final = {});
+                const StepLoss& loss, double grad_scale, const GradientsFinal& final = {});
   /// Shards the last run used.
   int last_shards() const { return last_shards_; }
   /// Seconds, summed over the runs, that the shards' threads waited for the slowest shard at
@@ -77,10 +85,11 @@ class ShardedStep {
   double region_seconds() const { return region_seconds_; }
 
  private:
-  /// One shard's scratch, reused: its activations and its logits and their gradient [Nt, V].
+  /// One shard's scratch, reused: its activations and its logits and their gradient [Nt, V];
+  /// the twin's for R-Drop's second pass.
   struct Buffers {
-    ForwardCache cache;
-    Mat logits, dlogits;
+    ForwardCache cache, twin_cache;
+    Mat logits, dlogits, twin_logits, twin_dlogits;
   };
   int threads_;
   int last_shards_ = 0;
