@@ -29,7 +29,8 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
 /// CE the label-smoothed cross-entropy above (the halves keep the loss on one pass's scale).
 /// loss_sum is Σ loss_r and nll_sum Σ ½·(nll_a,r + nll_b,r). When dlogits_a and dlogits_b are
 /// given, writes d(loss_sum / grad_scale) with respect to each [N, V] (PAD rows zero). Throws
-/// ShapeError on a label outside [0, V) or a size mismatch (between the two logits too).
+/// ShapeError on a label outside [0, V), a size mismatch (between the two logits too), or
+/// only one of dlogits_a and dlogits_b given.
 LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& labels,
                      double label_smoothing, double alpha, Mat* dlogits_a, Mat* dlogits_b,
                      double grad_scale = 1.0);
