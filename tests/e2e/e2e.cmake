@@ -27,6 +27,10 @@ add_test(NAME e2e.translate_and_score_word_scores_agree_on_dev
 add_test(NAME e2e.batched_translation_equals_line_by_line
   COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched.py $<TARGET_FILE:anuvad> ${ANUVAD_E2E_MODEL}
           ${PROJECT_SOURCE_DIR}/data/dev.tsv 1e-5)
+# batched.py's near-tie check itself, on hand-made beam traces (it meets a real tie rarely).
+add_test(NAME e2e.batched_near_tie_check
+  COMMAND ${ANUVAD_PYTHON3} ${CMAKE_CURRENT_SOURCE_DIR}/e2e/batched_test.py)
+set_tests_properties(e2e.batched_near_tie_check PROPERTIES LABELS e2e TIMEOUT 60)
 # The same two in bfloat16 (translate's default in a native build): scores within 2e-2 nats
 # (measured: 6.3e-3; see the scripts), and where batching changes a hypothesis, batched.py checks
 # that the searches parted at a near-tie (CI's sanitizer build, 2026-12-02: 1 of the 100 lines).
