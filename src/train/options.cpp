@@ -93,7 +93,7 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::learning_rate>("learning_rate", kBoth),
       field<&O::warmup_steps>("warmup_steps", kBoth),
       field<&O::label_smoothing>("label_smoothing", kBoth),
-      field<&O::rdrop_alpha>("rdrop_alpha", kBoth),
+      field<&O::rdrop_alpha>("rdrop_alpha", kBoth | kFingerprintUnlessDefault),
       field<&O::clip_norm>("clip_norm", kBoth),
       field<&O::valid_freq>("valid_freq", kBoth),
       field<&O::valid_metrics>("valid_metrics", kBoth),
@@ -222,7 +222,9 @@ nlohmann::json effective_config_json(const TrainOptions& opts) {
 
 nlohmann::json resume_fingerprint(const TrainOptions& opts) {
   nlohmann::json j = fields_json(opts, kFingerprint);
-  if (opts.rdrop_alpha == 0) j.erase("rdrop_alpha");  // checkpoints from before R-Drop resume
+  const TrainOptions defaults;
+  for (const TrainOptionField& f : train_option_fields())
+    if ((f.use & kFingerprintUnlessDefault) && f.get(opts) == f.get(defaults)) j.erase(f.key);
   j["config"] = opts.model.to_json();
   return j;
 }

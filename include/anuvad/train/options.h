@@ -109,6 +109,9 @@ struct TrainOptions {
 enum TrainOptionUse : unsigned {
   kDumpConfig = 1u,   ///< in the "training" object of `anuvad train --dump-config`
   kFingerprint = 2u,  ///< in the resume fingerprint: a checkpoint resumes only with the same value
+  /// with kFingerprint: only when it differs from a default TrainOptions' value, for options
+  /// added after checkpoints existed (those, written without the key, still resume at the default)
+  kFingerprintUnlessDefault = 4u,
 };
 
 /// One row of the TrainOptions field table: its JSON key (the field name), where it is used and
@@ -176,8 +179,8 @@ nlohmann::json training_options_json(const TrainOptions& opts);
 nlohmann::json effective_config_json(const TrainOptions& opts);
 
 /// The options a resumed run must share with the run that wrote the checkpoint: every
-/// kFingerprint field of train_option_fields (rdrop_alpha only when > 0, so checkpoints written
-/// before it existed still resume) plus "config" (opts.model as JSON). Stored in a
+/// kFingerprint field of train_option_fields (a kFingerprintUnlessDefault one only when not at
+/// its default) plus "config" (opts.model as JSON). Stored in a
 /// checkpoint's "training_options" metadata (docs/model-format.md).
 nlohmann::json resume_fingerprint(const TrainOptions& opts);
 
