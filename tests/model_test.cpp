@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 #include <random>
 #include <sstream>
 #include <utility>
@@ -17,6 +18,7 @@
 #include "anuvad/decode/decode.h"
 #include "anuvad/core/error.h"
 #include "anuvad/nn/loss.h"
+#include "anuvad/train/adam.h"
 #include "anuvad/train/replicas.h"
 #include "anuvad/train/trainer.h"
 #include "anuvad/nn/transformer.h"
@@ -444,6 +446,77 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
     CHECK(final_a[i] == final_b[i]);                                      // EMA weights
   }
   CHECK_FALSE(final_a.front() == a.params().params().front().value);  // the EMA is not the raw
+}
+
+TEST_CASE("--lr-decay multiplies the schedule's rate after every K stalled validations; a resume keeps it", "[model][train][lr]") {
+  // Validated on the training targets shifted down by 10 ids, so that they hold ids 4-13, which
+  // no training target has: that cross-entropy soon stops improving and validations stall.
+  const auto ex = twenty_pairs();
+  std::vector<Example> valid = ex;
+  for (Example& e : valid)
+    for (int32_t& t : e.tgt) t -= 10;
+  TrainOptions o = overfit_options();
+  o.after_steps = 60;
+  o.valid_freq = 3;
+  o.disp_freq = 1;
+  o.lr_decay = 0.5;
+  o.lr_decay_stalled = 2;
+  // Every update's rate from the "train" events, the stall count after each validation.
+  struct Log {
+    std::map<int64_t, double> lr;
+    std::map<int64_t, int> stalled;
+  };
+  auto sink = [](Log& log) {
+    return [&log](const nlohmann::json& e) {
+      if (e.at("event") == "train") log.lr[e.at("step").get<int64_t>()] = e.at("learning_rate").get<double>();
+      if (e.at("event") == "valid") log.stalled[e.at("step").get<int64_t>()] = e.at("stalled").get<int>();
+    };
+  };
+  Transformer a(small_config()), b(small_config());
+  a.init_parameters(6);
+  b.init_parameters(6);
+  Log la;
+  fit(a, ex, valid, o, {{}, nullptr, {}, nullptr, sink(la)});
+  REQUIRE(la.lr.size() == 60);
+  double scale = 1;
+  int decays = 0;
+  for (const auto& [step, lr] : la.lr) {
+    INFO("step " << step << ", " << decays << " decays before it");
+    CHECK(lr == scale * inverse_sqrt_lr(o.learning_rate, step, o.warmup_steps));
+    const auto v = la.stalled.find(step);
+    if (v != la.stalled.end() && v->second > 0 && v->second % o.lr_decay_stalled == 0) {
+      scale *= o.lr_decay;
+      ++decays;
+    }
+  }
+  REQUIRE(decays >= 2);  // the check above saw the rate halve, twice or more
+
+  // Interrupted after the first decay and resumed from its state: the same run, bit for bit.
+  int64_t stop_at = 0;
+  for (const auto& [step, stalled] : la.stalled)
+    if (!stop_at && stalled == o.lr_decay_stalled) stop_at = step + 1;
+  REQUIRE(stop_at > 0);
+  TrainOptions ob = o;
+  ob.on_step = [stop_at](int64_t step) {
+    if (step == stop_at) request_stop();
+  };
+  TrainState state;
+  Log lb;
+  fit(b, ex, valid, ob, {{}, nullptr, [&](const TrainState& st) { state = st; }, nullptr, sink(lb)});
+  clear_stop_request();
+  REQUIRE(state.step == stop_at);
+  CHECK(state.lr_scale == o.lr_decay);
+  fit(b, ex, valid, o, {{}, nullptr, {}, &state, sink(lb)});
+  CHECK(lb.lr == la.lr);
+  for (size_t i = 0; i < a.params().params().size(); ++i)
+    CHECK(a.params().params()[i].value == b.params().params()[i].value);
+
+  TrainOptions bad = o;
+  bad.lr_decay = 1;
+  CHECK_THROWS_WITH(fit(b, ex, valid, bad), Catch::Contains("--lr-decay must be in [0, 1)"));
+  bad = o;
+  bad.lr_decay_stalled = 0;
+  CHECK_THROWS_WITH(fit(b, ex, valid, bad), Catch::Contains("--lr-decay-stalled must be >= 1"));
 }
 
 TEST_CASE("NaN or Inf in a gradient or weight is reported with the step and the tensor", "[model][train][nan]") {

@@ -144,14 +144,16 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
         std::vector<std::string>{"train_sets", "valid_sets", "model_path", "config_path", "seed",
                                  "cpu_threads", "after_epochs", "after_steps", "batch_tokens",
                                  "learning_rate", "warmup_steps", "label_smoothing", "rdrop_alpha",
-                                 "clip_norm", "valid_freq", "valid_metrics", "early_stopping", "final_model",
+                                 "lr_decay", "lr_decay_stalled", "clip_norm", "valid_freq",
+                                 "valid_metrics", "early_stopping", "final_model",
                                  "average_best", "valid_mini_batch", "src_vocab_size",
                                  "tgt_vocab_size", "sentencepiece_alphas", "save_freq", "resume",
                                  "exponential_smoothing"});
   CHECK(keys_with(kFingerprint) ==
         std::vector<std::string>{"train_sets", "valid_sets", "preset", "seed", "batch_tokens",
                                  "learning_rate", "warmup_steps", "label_smoothing", "rdrop_alpha",
-                                 "clip_norm", "valid_freq", "valid_metrics", "src_vocab_size",
+                                 "lr_decay", "lr_decay_stalled", "clip_norm", "valid_freq",
+                                 "valid_metrics", "src_vocab_size",
                                  "tgt_vocab_size", "exponential_smoothing"});
 
   TrainOptions o;
@@ -162,7 +164,8 @@ TEST_CASE("One field table gives --dump-config and the resume fingerprint", "[tr
   CHECK(fp.at("seed") == 42);
   CHECK(fp.at("valid_metrics") == nlohmann::json({"chrf", "bleu"}));
   CHECK(fp.at("config") == o.model.to_json());
-  CHECK(fp.size() == keys_with(kFingerprint).size());  // + config, − rdrop_alpha (0: left out)
+  // + config, − rdrop_alpha, lr_decay and lr_decay_stalled (defaults: left out)
+  CHECK(fp.size() == keys_with(kFingerprint).size() - 2);
   const nlohmann::json dump = effective_config_json(o);
   CHECK(dump.at("preset") == "tiny");
   CHECK(dump.at("model").at("d_model") == 64);
@@ -290,6 +293,7 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   st.tokens_total = 654321;
   st.elapsed_seconds = 42.25;
   st.stalled = 2;
+  st.lr_scale = 0.25;
   st.epoch_losses = {5.5, 4.25, 3.125};
   st.best_valid = {{"chrf", 12.5}, {"cross-entropy", 2.75}};
   for (const Param& p : model.params().params()) {
@@ -317,6 +321,7 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   CHECK(r.tokens_total == st.tokens_total);
   CHECK(r.elapsed_seconds == st.elapsed_seconds);
   CHECK(r.stalled == st.stalled);
+  CHECK(r.lr_scale == st.lr_scale);
   CHECK(r.epoch_losses == st.epoch_losses);
   CHECK(r.best_valid == st.best_valid);
   REQUIRE(r.adam_m.size() == st.adam_m.size());
@@ -348,6 +353,14 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
   CHECK(state_tensor_name(StateTensor::kAdamSecondMoment, "x.weight") == "adam.v.x.weight");
   const auto state_json = nlohmann::json::parse(raw.metadata.at("training_state"));
   CHECK(state_json.at("best_ce") == 2.75);  // derived from best_valid, for older readers
+  // A checkpoint from before --lr-decay has no lr_scale: the undecayed rate; a bad one is refused.
+  nlohmann::json older = state_json;
+  older.erase("lr_scale");
+  TrainState from_older;
+  from_older.counters_from_json(older);
+  CHECK(from_older.lr_scale == 1.0);
+  older["lr_scale"] = 0.0;
+  CHECK_THROWS_WITH(from_older.counters_from_json(older), Catch::Contains("lr_scale not in (0, 1]"));
   CHECK(nlohmann::json::parse(raw.metadata.at("training_options")) == fingerprint);
 
   // Another option: refused, naming it.

@@ -94,6 +94,13 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
                   "this weight times the symmetric KL divergence of the two output distributions, per token, "
                   "to the loss; twice the compute per update (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
+  sub->add_option("--lr-decay", opts->lr_decay,
+                  "Multiply the learning rate by this factor in (0, 1) after every --lr-decay-stalled "
+                  "validations in a row without a better first validation metric (0 = off)")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  sub->add_option("--lr-decay-stalled", opts->lr_decay_stalled,
+                  "Validations without a better first metric per --lr-decay step")
+      ->capture_default_str()->check(CLI::PositiveNumber);
   sub->add_option("--clip-norm", opts->clip_norm, "Gradient-norm clipping threshold (0 = off)")
       ->capture_default_str()->check(CLI::NonNegativeNumber);
   flags.preset_governed.emplace_back(

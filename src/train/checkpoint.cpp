@@ -88,7 +88,7 @@ nlohmann::json TrainState::counters_to_json() const {
   return {{"step", step}, {"epoch", epoch}, {"next_batch", next_batch},
           {"rng_epoch_start", rng_epoch_start}, {"rng", rng}, {"epoch_loss", epoch_loss},
           {"epoch_tokens", epoch_tokens}, {"tokens_total", tokens_total},
-          {"elapsed_seconds", elapsed_seconds}, {"stalled", stalled},
+          {"elapsed_seconds", elapsed_seconds}, {"stalled", stalled}, {"lr_scale", lr_scale},
           {"best_ce", std::isfinite(best_ce) ? nlohmann::json(best_ce) : nlohmann::json(nullptr)},
           {"epoch_losses", epoch_losses}, {"best_valid", best_valid}};
 }
@@ -105,12 +105,14 @@ void TrainState::counters_from_json(const nlohmann::json& j) {
     tokens_total = j.at("tokens_total").get<int64_t>();
     elapsed_seconds = j.at("elapsed_seconds").get<double>();
     stalled = j.at("stalled").get<int>();
+    lr_scale = j.value("lr_scale", 1.0);  // absent before --lr-decay existed
     epoch_losses = j.at("epoch_losses").get<std::vector<double>>();
     best_valid = j.at("best_valid").get<std::map<std::string, double>>();
   } catch (const nlohmann::json::exception& e) {
     throw ConfigError(std::string("checkpoint state: ") + e.what());
   }
   if (step < 0 || epoch < 1 || next_batch < 0) throw ConfigError("checkpoint state: negative position");
+  if (!(lr_scale > 0 && lr_scale <= 1)) throw ConfigError("checkpoint state: lr_scale not in (0, 1]");
 }
 
 std::string state_tensor_name(StateTensor kind, const std::string& param) {

@@ -293,8 +293,12 @@ void log_setup(const TrainOptions& opts, const JobModel& job) {
                cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
                job.model->params().num_elements(), omp_get_max_threads());
   spdlog::info("matrix products: {}", gemm_backend());
-  spdlog::info("training: preset {} | lr {} | warm-up {} | label smoothing {} | R-Drop {} | exponential smoothing {}",
-               opts.preset, opts.learning_rate, opts.warmup_steps, opts.label_smoothing,
+  spdlog::info("training: preset {} | lr {} | warm-up {} | lr decay {} | label smoothing {} | R-Drop {} | "
+               "exponential smoothing {}",
+               opts.preset, opts.learning_rate, opts.warmup_steps,
+               opts.lr_decay > 0 ? fmt::format("x{} per {} stalled validations", opts.lr_decay, opts.lr_decay_stalled)
+                                 : std::string("off"),
+               opts.label_smoothing,
                opts.rdrop_alpha > 0 ? std::to_string(opts.rdrop_alpha) : "off",
                opts.exponential_smoothing > 0 ? std::to_string(opts.exponential_smoothing) : "off");
 }

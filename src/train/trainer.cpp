@@ -28,14 +28,16 @@ std::atomic<bool> g_stop_requested{false};
 
 /// Checks that the gradients are finite (throws NumericError naming the first that is not),
 /// then one Adam update at the learning rate the schedule gives for `step` (inverse_sqrt_lr)
-/// with the gradients clipped to opts.clip_norm (the factor is applied in Adam's pass; the
-/// stored gradients are left unscaled); returns that rate.
-double clip_and_adam_step(ParamRegistry& params, Adam& adam, const TrainOptions& opts, int64_t step) {
+/// times `lr_scale` (the --lr-decay steps so far) with the gradients clipped to
+/// opts.clip_norm (the factor is applied in Adam's pass; the stored gradients are left
+/// unscaled); returns that rate.
+double clip_and_adam_step(ParamRegistry& params, Adam& adam, const TrainOptions& opts, int64_t step,
+                          double lr_scale) {
   // One parallel pass for the norm (NaN or Inf exactly when a gradient is: then the slow pass
   // names the parameter); the clipping factor is applied inside Adam's pass.
   const double norm = gradient_norm(params);
   if (!std::isfinite(norm)) check_finite_gradients(params, step);
-  const double lr = inverse_sqrt_lr(opts.learning_rate, step, opts.warmup_steps);
+  const double lr = lr_scale * inverse_sqrt_lr(opts.learning_rate, step, opts.warmup_steps);
   adam.step(params, lr, step, clip_coefficient(norm, opts.clip_norm));
   return lr;
 }
@@ -131,6 +133,8 @@ void check_run_options(const std::vector<Example>& train_examples, const TrainOp
     throw ConfigError("set --after-epochs or --after-steps: training needs a stopping point");
   if (!(opts.exponential_smoothing >= 0 && opts.exponential_smoothing < 1))
     throw ConfigError("--exponential-smoothing must be in [0, 1)");
+  if (!(opts.lr_decay >= 0 && opts.lr_decay < 1)) throw ConfigError("--lr-decay must be in [0, 1)");
+  if (opts.lr_decay_stalled < 1) throw ConfigError("--lr-decay-stalled must be >= 1");
   if (opts.simulate_ranks < 0) throw ConfigError("--simulate-ranks must be >= 0");
   if (opts.simulate_ranks > 1 && world_size() > 1)
     throw ConfigError("--simulate-ranks is for a single process, not for an mpirun job of " +
@@ -171,6 +175,7 @@ class Run {
     adam_.first_moments() = r->adam_m;
     adam_.second_moments() = r->adam_v;
     step_ = r->step;
+    lr_scale_ = r->lr_scale;
     tokens_total_ = r->tokens_total;
     first_epoch_ = r->epoch;
     result_.epoch_losses = r->epoch_losses;
@@ -200,7 +205,7 @@ class Run {
     if (!std::isfinite(loss))
       throw NumericError("step " + std::to_string(step_) +
                          ": training loss is NaN or Inf; training stopped, the last saved model is kept");
-    const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_);
+    const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_, lr_scale_);
     ema_.update(model_.params(), step_);
 #ifndef NDEBUG
     check_replicas_identical(model_.params(), step_);
@@ -215,11 +220,26 @@ class Run {
   }
 
   /// One validation with the averaged weights, on rank 0 only: its log line, the best models
-  /// saved. Returns, on every rank, true when early stopping says training should end.
+  /// saved, then the --lr-decay step when one is due (on every rank). Returns, on every rank,
+  /// true when early stopping says training should end.
   bool validate() {
     if (!validation_.active()) return false;
-    if (!is_root_rank()) return any_true(false);
-    return any_true(ema_.with_average(model_.params(), [&] {
+    const bool stop = is_root_rank() ? validate_on_root() : false;
+    const int stalled = validation_.tracker().stalled();
+    if (any_true(is_root_rank() && opts_.lr_decay > 0 && stalled > 0 && stalled % opts_.lr_decay_stalled == 0)) {
+      lr_scale_ *= opts_.lr_decay;
+      if (is_root_rank())
+        spdlog::info("learning rate x{}: {} validations without a better {}; now {:.3g} x the schedule",
+                     opts_.lr_decay, stalled, opts_.valid_metrics.front(), lr_scale_);
+    }
+    return any_true(stop);
+  }
+
+ private:
+  /// validate()'s part on rank 0: the validation, its log line and the best models saved;
+  /// returns whether early stopping says training should end.
+  bool validate_on_root() {
+    return ema_.with_average(model_.params(), [&] {
       const ValidationResult v = validation_.run(model_, step_);
       result_.best_valid = validation_.tracker().best();
       progress_.clear_line();
@@ -232,8 +252,10 @@ class Run {
         for (const auto& m : v.improved) hooks_.save("best-" + m, result_);
       }
       return validation_.tracker().should_stop();
-    }));
+    });
   }
+
+ public:
 
   /// Hands the state to hooks.checkpoint when one is due (every save_freq updates, or a stop
   /// was requested on any rank); returns whether a stop was requested. Checks that the
@@ -298,6 +320,7 @@ class Run {
     st.tokens_total = tokens_total_;
     st.elapsed_seconds = progress_.elapsed_seconds();
     st.stalled = validation_.tracker().stalled();
+    st.lr_scale = lr_scale_;
     st.epoch_losses = result_.epoch_losses;
     st.best_valid = validation_.tracker().best();
     st.adam_m = adam_.first_moments();
@@ -390,6 +413,7 @@ class Run {
     buckets_->gradients_final(model_.params(), first);
   }) : GradientsFinal();
   int64_t step_ = 0, tokens_total_ = 0;
+  double lr_scale_ = 1;  ///< product of the --lr-decay steps so far
   int first_epoch_ = 1;
   TrainResult result_;
 };

@@ -31,6 +31,7 @@ struct TrainState {
   int64_t tokens_total = 0;
   double elapsed_seconds = 0;
   int stalled = 0;              ///< validations since the first metric improved
+  double lr_scale = 1;          ///< product of the --lr-decay steps so far (1 in older checkpoints)
   std::vector<double> epoch_losses;
   /// Best value of each validation metric so far (the only record of the best cross-entropy:
   /// see best_cross_entropy in train/validator.h).

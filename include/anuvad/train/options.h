@@ -41,6 +41,11 @@ struct TrainOptions {
   /// with independent dropout masks and adds α · their symmetric KL divergence per token to
   /// the loss (twice the compute per update). 0 = off.
   double rdrop_alpha = 0;
+  /// Learning-rate decay on a plateau (Marian's --lr-decay-strategy stalled, fairseq's
+  /// reduce_lr_on_plateau): after every lr_decay_stalled validations in a row without a better
+  /// first metric, the schedule's rate is multiplied by lr_decay, in (0, 1). 0 = off.
+  double lr_decay = 0;
+  int lr_decay_stalled = 4;     ///< validations without a better first metric per decay (>= 1)
   double clip_norm = 1.0;       ///< 0 = no clipping
   int valid_freq = 500;         ///< validate every this many updates (and at the end)
   /// Validation metrics, any of "cross-entropy", "perplexity", "chrf" (chrF2), "bleu" (BLEU,
