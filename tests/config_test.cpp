@@ -63,6 +63,7 @@ TEST_CASE("config: every rule's message, first violated rule in field order", "[
       {R"({"attention_dropout": -0.1})", "c.json: config: attention_dropout must be in [0, 1)"},
       {R"({"ffn_dropout": 1.0})", "c.json: config: ffn_dropout must be in [0, 1)"},
       {R"({"dropout_src": 1.0})", "c.json: config: dropout_src must be in [0, 1)"},
+      {R"({"layer_dropout": -0.1})", "c.json: config: layer_dropout must be in [0, 1)"},
       {R"({"dropout_trg": -0.5})", "c.json: config: dropout_trg must be in [0, 1)"},
       {R"({"norm": "mid"})", "c.json: config: norm must be \"pre\" or \"post\""},
       {R"({"max_positions": 3})", "c.json: config: max_positions must be in [4, 65536]"},
@@ -79,11 +80,11 @@ TEST_CASE("config: every rule's message, first violated rule in field order", "[
 
 TEST_CASE("config: to_json holds every field and from_json reads each one back", "[config]") {
   // The defaults' JSON is embedded in model files: its text changes only when a field is added
-  // (dropout_src and dropout_trg, word dropout, were the last).
+  // (layer_dropout was the last).
   CHECK(ModelConfig{}.to_json().dump() ==
         R"({"attention_dropout":0.0,"d_ff":512,"d_model":128,"decoder_layers":2,"dropout":0.1,)"
         R"("dropout_src":0.0,"dropout_trg":0.0,)"
-        R"("encoder_layers":2,"ffn_dropout":0.0,"layer_norm_eps":1e-05,"max_positions":256,)"
+        R"("encoder_layers":2,"ffn_dropout":0.0,"layer_dropout":0.0,"layer_norm_eps":1e-05,"max_positions":256,)"
         R"("n_heads":4,"norm":"pre","src_vocab_size":1000,"tgt_vocab_size":1000,"tie_output":true})");
   // Every field differs from its default.
   ModelConfig c = tiny_config({37, 41, 24, 3, 40, 3, 1, 100}, "post", false, 0.25);
@@ -91,12 +92,13 @@ TEST_CASE("config: to_json holds every field and from_json reads each one back",
   c.ffn_dropout = 0.375;
   c.dropout_src = 0.0625;
   c.dropout_trg = 0.1875;
+  c.layer_dropout = 0.4375;
   c.layer_norm_eps = 1e-6;
   const nlohmann::json j = c.to_json();
   CHECK(j == nlohmann::json{{"src_vocab_size", 37}, {"tgt_vocab_size", 41}, {"d_model", 24}, {"n_heads", 3},
                             {"d_ff", 40}, {"encoder_layers", 3}, {"decoder_layers", 1}, {"dropout", 0.25},
                             {"attention_dropout", 0.125}, {"ffn_dropout", 0.375}, {"dropout_src", 0.0625},
-                            {"dropout_trg", 0.1875}, {"norm", "post"},
+                            {"dropout_trg", 0.1875}, {"layer_dropout", 0.4375}, {"norm", "post"},
                             {"tie_output", false}, {"max_positions", 100}, {"layer_norm_eps", 1e-6}});
   const ModelConfig r = ModelConfig::from_json(j, "round trip");
   CHECK(r.src_vocab_size == 37);
@@ -110,6 +112,7 @@ TEST_CASE("config: to_json holds every field and from_json reads each one back",
   CHECK(r.attention_dropout == 0.125);
   CHECK(r.ffn_dropout == 0.375);
   CHECK(r.dropout_src == 0.0625);
+  CHECK(r.layer_dropout == 0.4375);
   CHECK(r.dropout_trg == 0.1875);
   CHECK(r.norm == "post");
   CHECK(r.tie_output == false);

@@ -148,11 +148,13 @@ TEST_CASE("Dropout masks drop at rate p and scale the rest by 1/(1-p)", "[dropou
 }
 
 TEST_CASE("A shard's forward pass draws the masks of its sentences in the whole batch", "[dropout][model]") {
-  // Every dropout of the model on (word dropout too): the masks of shard [2, 5) in a forward
+  // Every dropout of the model on (word and layer dropout too): the masks of shard [2, 5) in a forward
   // pass equal the rows of sentences 2..4 of the whole batch's, site by site, and so the
   // shard's logits equal those rows of the whole batch's up to summation order.
   const auto ex = seven_pairs();
-  Transformer model(dropout_config(0.2, 0.25));
+  ModelConfig cfg = dropout_config(0.2, 0.25);
+  cfg.layer_dropout = 0.3;
+  Transformer model(cfg);
   model.init_parameters(3);
   const Batch whole = batch_of(ex, 0, ex.size()), shard = batch_of(ex, 2, 5);
   ForwardCache cw, cs;
@@ -176,9 +178,11 @@ TEST_CASE("A shard's forward pass draws the masks of its sentences in the whole 
       CHECK(attention_rows(cs.enc[l].self_attn.drop, ss, 2, b, n) == attention_rows(cw.enc[l].self_attn.drop, ws, 2, g, n));
       CHECK(attention_rows(cs.dec[l].cross_attn.drop, st, 2, b, n) == attention_rows(cw.dec[l].cross_attn.drop, wt, 2, g, n));
     }
-    // Different sites draw different masks.
-    CHECK(sentence_rows(cw.enc[0].ffn_res.drop, ws, g) != sentence_rows(cw.enc[0].self_attn_res.drop, ws, g));
-    CHECK(sentence_rows(cw.enc[0].ffn_res.drop, ws, g) != sentence_rows(cw.enc[1].ffn_res.drop, ws, g));
+    // Different sites draw different masks (unless layer dropout zeroed both).
+    const Mat ffn0 = sentence_rows(cw.enc[0].ffn_res.drop, ws, g), attn0 = sentence_rows(cw.enc[0].self_attn_res.drop, ws, g),
+              ffn1 = sentence_rows(cw.enc[1].ffn_res.drop, ws, g);
+    if (!ffn0.isZero()) CHECK(ffn0 != attn0);
+    if (!ffn0.isZero() || !ffn1.isZero()) CHECK(ffn0 != ffn1);
     const Mat lg = sentence_rows(lw, wt, g);
     CHECK((sentence_rows(ls, st, b) - lg).cwiseAbs().maxCoeff() <= 1e-4 * (1 + lg.cwiseAbs().maxCoeff()));
   }
@@ -239,4 +243,46 @@ TEST_CASE("Word dropout zeroes whole embedding vectors at rate p, and p = 0 chan
   CHECK(c0.dec_x[0] == Mat(c1.dec_x[0].cwiseProduct(c0.tgt_embed_drop)));
   half.forward(b, DropoutContext{}, c2, l2);
   CHECK(l1 == l2);
+}
+
+TEST_CASE("Layer dropout skips a layer for whole sentences at rate p; kept layers scale by 1/(1-p)", "[dropout][model]") {
+  // 120 sentences, no other dropout: a sentence's residual masks in one layer are all 0 (the
+  // layer's output is its input, exactly) or all 1/(1−p), the same for every branch of it.
+  std::vector<Example> ex;
+  for (int i = 0; i < 120; ++i) ex.push_back(seven_pairs()[size_t(i % 7)]);
+  const Batch b = batch_of(ex, 0, ex.size());
+  const double p = 0.3;
+  ModelConfig cfg = dropout_config(0.0, 0.0);
+  cfg.layer_dropout = p;
+  Transformer model(cfg);
+  model.init_parameters(4);
+  ForwardCache c;
+  Mat logits;
+  model.forward(b, DropoutContext::training(5, 2), c, logits);
+  const Scalar keep = Scalar(1) / (Scalar(1) - Scalar(p));
+  int skipped = 0, draws = 0;
+  auto check_layer = [&](const std::vector<const ResidualCache*>& branches, const Packing& rows, const Mat& in,
+                         const Mat& out) {
+    for (int s = 0; s < rows.batch_size(); ++s) {
+      const Mat first = sentence_rows(branches.front()->drop, rows, s);
+      const bool skip = first.isZero();
+      CHECK((skip || (first.array() == keep).all()));
+      for (const ResidualCache* r : branches) CHECK(sentence_rows(r->drop, rows, s) == first);
+      if (skip) CHECK(sentence_rows(out, rows, s) == sentence_rows(in, rows, s));
+      skipped += skip;
+      ++draws;
+    }
+  };
+  for (size_t l = 0; l < 2; ++l) {
+    check_layer({&c.enc[l].self_attn_res, &c.enc[l].ffn_res}, b.src_rows, c.enc_x[l], c.enc_x[l + 1]);
+    check_layer({&c.dec[l].self_attn_res, &c.dec[l].cross_attn_res, &c.dec[l].ffn_res}, b.tgt_rows, c.dec_x[l],
+                c.dec_x[l + 1]);
+  }
+  const double rate = double(skipped) / draws;
+  INFO(skipped << " of " << draws << " sentence-layers skipped");
+  CHECK(std::abs(rate - p) < 5 * std::sqrt(p * (1 - p) / draws));
+  // Inference ignores it.
+  ForwardCache inference;
+  model.forward(b, DropoutContext{}, inference, logits);
+  CHECK(inference.enc[0].ffn_res.drop.size() == 0);
 }

@@ -339,23 +339,26 @@ TEST_CASE("EncoderLayer and DecoderLayer backward match finite differences", "[g
   }
 }
 
-TEST_CASE("Transformer backward matches finite differences for the whole loss (dropout, word dropout)", "[gradcheck]") {
+TEST_CASE("Transformer backward matches finite differences for the whole loss (dropout, word and layer dropout)", "[gradcheck]") {
   struct Case {
     const char* norm;
     bool tie;
     double dropout;
     double word_dropout;  ///< dropout_src and dropout_trg
+    double layer_dropout = 0;
   };
   for (const Case c : {Case{"pre", true, 0.0, 0.0}, Case{"post", false, 0.0, 0.0}, Case{"pre", false, 0.2, 0.0},
-                       Case{"post", true, 0.0, 0.3}, Case{"pre", false, 0.2, 0.3}}) {
+                       Case{"post", true, 0.0, 0.3}, Case{"pre", false, 0.2, 0.3}, Case{"pre", true, 0.0, 0.0, 0.5},
+                       Case{"pre", false, 0.2, 0.0, 0.5}, Case{"post", false, 0.0, 0.0, 0.5}}) {
     ModelConfig cfg = tiny_config(c.norm, c.tie, c.dropout);
     cfg.dropout_src = cfg.dropout_trg = c.word_dropout;
+    cfg.layer_dropout = c.layer_dropout;
     Transformer model(cfg);
     model.init_parameters(50);
     randomize(model.params(), 51, 0.4);
     const Batch b = tiny_batch();
     const double n = static_cast<double>(b.n_tgt_tokens());
-    const bool train = c.dropout > 0 || c.word_dropout > 0;
+    const bool train = c.dropout > 0 || c.word_dropout > 0 || c.layer_dropout > 0;
     auto run = [&](ForwardCache& cache, Mat& logits) {
       // (seed 3 drops some tokens on both sides and keeps others: checked below)
       const uint64_t seed = c.word_dropout > 0 ? 3 : 8;
@@ -377,12 +380,19 @@ TEST_CASE("Transformer backward matches finite differences for the whole loss (d
       REQUIRE((cache.src_word_drop.array() != 0.0).any());
       REQUIRE((cache.tgt_word_drop.array() != 0.0).any());
     }
+    if (c.layer_dropout > 0) {  // some sentences skip a layer, others keep it
+      int skipped = 0, kept = 0;
+      for (const auto* res : {&cache.enc[0].ffn_res, &cache.enc[1].ffn_res, &cache.dec[0].ffn_res, &cache.dec[1].ffn_res})
+        for (Index r = 0; r < res->drop.rows(); ++r) (res->drop.row(r).isZero() ? skipped : kept) += 1;
+      REQUIRE(skipped > 0);
+      REQUIRE(kept > 0);
+    }
     model.params().zero_grad();
     model.backward(b, dlogits, cache);
     std::string worst;
     const double err = max_param_grad_error(model.params(), loss, 30, &worst);
     INFO(c.norm << "-norm, tie_output " << c.tie << ", dropout " << c.dropout << ", word dropout "
-                << c.word_dropout << ", worst " << worst);
+                << c.word_dropout << ", layer dropout " << c.layer_dropout << ", worst " << worst);
     CHECK(err < kTol);
   }
 }

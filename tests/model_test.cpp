@@ -448,7 +448,7 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
   CHECK_FALSE(final_a.front() == a.params().params().front().value);  // the EMA is not the raw
 }
 
-TEST_CASE("--lr-decay multiplies the schedule's rate after every K stalled validations; a resume keeps it", "[model][train][lr]") {
+TEST_CASE("Learning-rate decay (--lr-decay) multiplies the schedule's rate after every K stalled validations; a resume keeps it", "[model][train][lr]") {
   // Validated on the training targets shifted down by 10 ids, so that they hold ids 4-13, which
   // no training target has: that cross-entropy soon stops improving and validations stall.
   const auto ex = twenty_pairs();

@@ -205,6 +205,10 @@ void add_recipe_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
                "Word dropout on the source: zero a token's embedding vector with probability P "
                "(kept ones scaled by 1/(1-P), positions kept)");
   model_double("--dropout-trg", "dropout_trg", "Word dropout on the target input, as --dropout-src");
+  model_double("--layer-dropout", "layer_dropout",
+               "Layer dropout: a training sentence skips each encoder and decoder layer with "
+               "probability P (kept layers' branches scaled by 1/(1-P); in post-norm a skipped layer's "
+               "norms still apply)");
   flags.smoothing_opt =
       sub->add_option("--exponential-smoothing", flags.exponential_smoothing,
                       "Keep an exponential moving average of the weights, used for validation "

@@ -59,6 +59,8 @@ const Field kFields[] = {
      {{[](C c) { return c.dropout_src >= 0 && c.dropout_src < 1; }, "dropout_src must be in [0, 1)"}}},
     {"dropout_trg", &ModelConfig::dropout_trg,
      {{[](C c) { return c.dropout_trg >= 0 && c.dropout_trg < 1; }, "dropout_trg must be in [0, 1)"}}},
+    {"layer_dropout", &ModelConfig::layer_dropout,
+     {{[](C c) { return c.layer_dropout >= 0 && c.layer_dropout < 1; }, "layer_dropout must be in [0, 1)"}}},
     {"norm", &ModelConfig::norm,
      {{[](C c) { return c.norm == "pre" || c.norm == "post"; }, "norm must be \"pre\" or \"post\""}}},
     {"tie_output", &ModelConfig::tie_output, {}},

@@ -3,6 +3,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+
 #include "anuvad/core/error.h"
 
 namespace anuvad {
@@ -65,6 +67,21 @@ DropoutContext DropoutContext::site(uint64_t id) const {
   return c;
 }
 
+DropoutContext DropoutContext::with_layer_drop(Scalar p) const {
+  DropoutContext c = *this;
+  if (!active_ || p <= Scalar(0)) return c;
+  c.layer_drop_ = p;
+  c.layer_key_ = derive_key(key_, dropout_site::kLayerDrop);
+  return c;
+}
+
+Scalar DropoutContext::layer_keep(int b) const {
+  if (!active_ || layer_drop_ <= Scalar(0)) return Scalar(1);
+  const DropRule rule(layer_drop_);
+  const uint64_t z = splitmix64(derive_key(layer_key_, static_cast<uint64_t>(first_sentence_ + b)));
+  return static_cast<uint32_t>(z) < rule.threshold ? Scalar(0) : rule.keep;
+}
+
 DropoutContext DropoutContext::over(const Packing& rows) const {
   DropoutContext c = *this;
   c.rows_ = &rows;
@@ -72,18 +89,24 @@ DropoutContext DropoutContext::over(const Packing& rows) const {
 }
 
 void make_dropout_mask(Index cols, Scalar p, const DropoutContext& ctx, Mat& mask) {
-  if (!ctx.active() || p <= Scalar(0)) {
+  if (!ctx.active() || (p <= Scalar(0) && ctx.layer_drop() <= Scalar(0))) {
     mask.resize(0, 0);
     return;
   }
   const Packing* rows = ctx.rows();
   ANUVAD_CHECK_SHAPE(rows != nullptr, "dropout: an active context without a row layout");
   mask.resize(rows->rows(), cols);
-  const DropRule rule(p);
+  const DropRule rule(std::max(p, Scalar(0)));
   for_each_sentence(rows->batch_size(), mask.size(), [&](int b) {
     const uint64_t key = ctx.sentence_key(b);
-    for (int t = 0; t < rows->lengths[b]; ++t)
-      fill_row(derive_key(key, static_cast<uint64_t>(t)), rule, mask.row(rows->offsets[b] + t).data(), cols);
+    auto block = mask.middleRows(rows->offsets[b], rows->lengths[b]);
+    if (p > Scalar(0)) {
+      for (int t = 0; t < rows->lengths[b]; ++t)
+        fill_row(derive_key(key, static_cast<uint64_t>(t)), rule, mask.row(rows->offsets[b] + t).data(), cols);
+    } else {
+      block.setOnes();
+    }
+    if (ctx.layer_drop() > Scalar(0)) block *= ctx.layer_keep(b);
   });
 }
 

@@ -37,16 +37,17 @@ void EncoderLayer::forward(const Mat& x, const Packing& src_rows, const DropoutC
   namespace site = dropout_site;
   const DropoutContext d = dctx.over(src_rows);
   const DropoutContext weights = d.site(site::kSelfAttnWeights);
+  const DropoutContext residual = d.with_layer_drop(sc(cfg_.layer_dropout));  // both branches
   Mat h;
   residual_forward(
-      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), d.site(site::kSelfAttnResidual),
+      x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout), residual.site(site::kSelfAttnResidual),
       [&](const Mat& in, Mat& out) {
         self_attn.forward(in, in, src_rows, src_rows, /*causal=*/false,
                           sc(cfg_.attention_dropout), weights, cache.self_attn, out);
       },
       cache.self_attn_res, h);
   residual_forward(
-      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), d.site(site::kFfnResidual),
+      h, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), residual.site(site::kFfnResidual),
       [&](const Mat& in, Mat& out) { ffn.forward(in, sc(cfg_.ffn_dropout), d, cache.ffn, out); },
       cache.ffn_res, y);
 }
@@ -83,14 +84,15 @@ void DecoderLayer::sublayers(const Mat& x, const SublayerForward& self_fn,
                              const SublayerForward& cross_fn, const DropoutContext& dctx,
                              DecoderLayerCache& cache, Mat& h1, Mat& h2, Mat& y) const {
   namespace site = dropout_site;
+  const DropoutContext residual = dctx.with_layer_drop(sc(cfg_.layer_dropout));  // all three branches
   residual_forward(x, self_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout),
-                   dctx.site(site::kSelfAttnResidual), self_fn, cache.self_attn_res, h1);
+                   residual.site(site::kSelfAttnResidual), self_fn, cache.self_attn_res, h1);
   residual_forward(h1, cross_attn_norm, cfg_.pre_norm(), sc(cfg_.dropout),
-                   dctx.site(site::kCrossAttnResidual), cross_fn, cache.cross_attn_res, h2);
+                   residual.site(site::kCrossAttnResidual), cross_fn, cache.cross_attn_res, h2);
   // Captures two pointers, which std::function stores in place: no allocation per step.
   const std::pair<const DropoutContext*, FeedForwardCache*> ffn_args{&dctx, &cache.ffn};
   residual_forward(
-      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), dctx.site(site::kFfnResidual),
+      h2, ffn_norm, cfg_.pre_norm(), sc(cfg_.dropout), residual.site(site::kFfnResidual),
       [this, &ffn_args](const Mat& in, Mat& out) {
         ffn.forward(in, sc(cfg_.ffn_dropout), *ffn_args.first, *ffn_args.second, out);
       },

@@ -288,9 +288,10 @@ JobExamples make_job_examples(const CorpusText& corpus, const JobModel& job) {
 /// The log lines that describe a run before its first update: model, products, recipe.
 void log_setup(const TrainOptions& opts, const JobModel& job) {
   const ModelConfig& cfg = job.cfg;
-  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{} | {} parameters | {} threads",
+  spdlog::info("model: d_model {} | heads {} | d_ff {} | layers {}+{} | {}-norm | dropout {}/{}/{}{} | {} parameters | {} threads",
                cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.encoder_layers, cfg.decoder_layers, cfg.norm,
                cfg.dropout, cfg.attention_dropout, cfg.ffn_dropout,
+               cfg.layer_dropout > 0 ? fmt::format(" | layer dropout {}", cfg.layer_dropout) : std::string(),
                job.model->params().num_elements(), omp_get_max_threads());
   spdlog::info("matrix products: {}", gemm_backend());
   spdlog::info("training: preset {} | lr {} | warm-up {} | lr decay {} | label smoothing {} | R-Drop {} | "

@@ -28,6 +28,11 @@ struct ModelConfig {
   /// an update, the kept ones scaled by 1/(1−p) as Marian does; positions are kept.
   double dropout_src = 0.0;
   double dropout_trg = 0.0;
+  /// Layer dropout: the probability that a training sentence skips an encoder or decoder
+  /// layer for an update (all its residual branches zeroed, the kept ones scaled by 1/(1−p):
+  /// stochastic depth per sentence, Huang et al. 2016; LayerDrop, Fan et al. 2019). In
+  /// pre-norm a skipped layer is the identity; in post-norm its layer norms still apply.
+  double layer_dropout = 0.0;
   std::string norm = "pre";        ///< "pre" (pre-norm, final LayerNorm per stack) or "post"
   bool tie_output = true;          ///< output projection weight = target embedding
   int max_positions = 256;         ///< longest sequence (tokens, EOS/BOS included)

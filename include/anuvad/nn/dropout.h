@@ -42,6 +42,7 @@ constexpr uint64_t kCrossAttnWeights = 10;
 constexpr uint64_t kFfnResidual = 11;
 constexpr uint64_t kFfnHidden = 12;
 constexpr uint64_t kTwinPass = 13;       ///< above every other: R-Drop's second pass (twin())
+constexpr uint64_t kLayerDrop = 14;      ///< a layer's draw under layer dropout (with_layer_drop)
 }  // namespace dropout_site
 
 /// Dropout switch and coordinates passed down a forward pass: inactive (inference) when
@@ -68,6 +69,16 @@ class DropoutContext {
   DropoutContext twin() const { return site(dropout_site::kTwinPass); }
   /// The same context one level down the site path (a layer, then one of its dropouts).
   DropoutContext site(uint64_t id) const;
+  /// The context of a layer's residual branches under layer dropout (ModelConfig::
+  /// layer_dropout): every mask make_dropout_mask draws from it (or from its sites) is also
+  /// multiplied, per sentence, by 0 with probability p, else 1/(1−p), a function of this
+  /// context's key and the sentence's global index only, so one draw decides all the layer's
+  /// branches (stochastic depth per sentence, Huang et al. 2016; LayerDrop, Fan et al. 2019).
+  /// p = 0: unchanged.
+  DropoutContext with_layer_drop(Scalar p) const;
+  Scalar layer_drop() const { return layer_drop_; }
+  /// The layer-dropout multiplier of the batch's sentence b: 0 or 1/(1−p) (1 without).
+  Scalar layer_keep(int b) const;
   /// The same context for activations whose rows are laid out as `rows` (kept by pointer:
   /// `rows` must outlive the context's uses).
   DropoutContext over(const Packing& rows) const;
@@ -82,13 +93,16 @@ class DropoutContext {
   uint64_t key_ = 0;
   int64_t first_sentence_ = 0;
   const Packing* rows_ = nullptr;
+  Scalar layer_drop_ = 0;   ///< with_layer_drop's p
+  uint64_t layer_key_ = 0;  ///< the key with_layer_drop was called with
 };
 
 /// Inverted-dropout multipliers (Srivastava et al. 2014) of token rows laid out as ctx.rows():
 /// mask [Σ lengths, cols], element (rows.offsets[b] + t, c) = 0 with probability p, else
-/// 1/(1−p), a function of (ctx.sentence_key(b), t, c) only. Leaves `mask` empty when `ctx`
-/// is inactive or p == 0, which callers read as "identity". With cols = 1 it is a per-token
-/// mask (word dropout). Throws ShapeError when an active context has no rows.
+/// 1/(1−p), a function of (ctx.sentence_key(b), t, c) only, times sentence b's
+/// ctx.layer_keep(b). Leaves `mask` empty when `ctx` is inactive or p == 0 without layer
+/// dropout, which callers read as "identity". With cols = 1 it is a per-token mask (word
+/// dropout). Throws ShapeError when an active context has no rows.
 void make_dropout_mask(Index cols, Scalar p, const DropoutContext& ctx, Mat& mask);
 
 /// Attention-weight multipliers for queries laid out as q_rows: mask [B·H·Tq, n_keys]
