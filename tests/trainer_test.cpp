@@ -383,6 +383,19 @@ TEST_CASE("A checkpoint reads back every tensor and counter it was written with"
     CHECK_THROWS_WITH(read_checkpoint(with_rdrop.path, fingerprint, true),
                       Catch::Contains("checkpoint was written with another rdrop_alpha (5.0 instead of the default)"));
   }
+  // A checkpoint written before layer_dropout existed (its config lacks the key) resumes; one
+  // written with layer dropout on does not resume without it.
+  {
+    ScratchFile older_file("older_config.checkpoint.safetensors");
+    nlohmann::json older_fp = fingerprint;
+    older_fp["config"].erase("layer_dropout");
+    write_checkpoint(older_file.path, model, src_tok, tgt_tok, older_fp, st, hashes);
+    CHECK_NOTHROW(read_checkpoint(older_file.path, fingerprint, true));
+    TrainOptions layer_drop = o;
+    layer_drop.model.layer_dropout = 0.2;
+    CHECK_THROWS_WITH(read_checkpoint(older_file.path, resume_fingerprint(layer_drop), true),
+                      Catch::Contains("checkpoint was written with another config"));
+  }
   // More early-stopping patience, or a longer run: accepted (the stall count is in the state).
   TrainOptions patient = o;
   patient.early_stopping = o.early_stopping + 8;

@@ -210,6 +210,15 @@ Checkpoint read_checkpoint(const std::string& path, const nlohmann::json& finger
   } catch (const nlohmann::json::exception&) {
     throw ModelFileError(path + ": checkpoint metadata is not valid JSON");
   }
+  // The model config as this version writes it: a key added since (e.g. layer_dropout) reads
+  // as its default, so that a checkpoint written before it still resumes.
+  if (saved_options.contains("config")) {
+    try {
+      saved_options["config"] = ModelConfig::from_json(saved_options["config"], path).to_json();
+    } catch (const ConfigError& e) {
+      throw ModelFileError(std::string(e.what()));
+    }
+  }
   check_fingerprint(saved_options, fingerprint, path);
   const std::string& threads = metadata(f, path, "threads");
   if (threads != std::to_string(omp_get_max_threads()))

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What `anuvad train` reads: several corpora in -t (a TSV and an .en/.hi pair read as one), and
 # --sentencepiece-alphas (subword sampling): 0 leaves the model byte-identical to a run without
-# the flag, 0.5 trains another model, the same one again with the same seed; and --rdrop-alpha
-# (R-Drop) the same way.
+# the flag, 0.5 trains another model, the same one again with the same seed; --rdrop-alpha
+# (R-Drop) and --layer-dropout the same way; --lr-decay's range and log line.
 # Usage: training_data.sh ANUVAD CORPUS.tsv CONFIG.json
 set -uo pipefail
 anuvad=$1 corpus=$2 config=$3
@@ -24,7 +24,8 @@ echo "-t a.tsv -t b.en: $n pairs"
 grep -q "nothing.hi: a target file without its source" "$dir/bad.log" || { cat "$dir/bad.log"; exit 1; }
 for run in "plain" "alpha0 --sentencepiece-alphas 0" "alpha5 --sentencepiece-alphas 0.5" \
            "alpha5again --sentencepiece-alphas 0.5" "rdrop0 --rdrop-alpha 0" "rdrop5 --rdrop-alpha 5" \
-           "rdrop5again --rdrop-alpha 5"; do
+           "rdrop5again --rdrop-alpha 5" "layer0 --layer-dropout 0" "layer3 --layer-dropout 0.3" \
+           "layer3again --layer-dropout 0.3" "lrdecay --lr-decay 0.5"; do
   set -- $run
   name=$1
   shift
@@ -50,3 +51,20 @@ cmp -s "$dir/rdrop5.safetensors" "$dir/rdrop5again.safetensors" ||
   { echo "--rdrop-alpha -1 was accepted"; exit 1; }
 grep -q "rdrop-alpha" "$dir/neg.log" || { cat "$dir/neg.log"; exit 1; }
 echo "R-Drop: alpha 0 = off byte for byte, alpha 5 another model, reproducible"
+# --layer-dropout: 0 is off byte for byte; 0.3 trains another model, reproducibly, and says so.
+cmp -s "$dir/plain.safetensors" "$dir/layer0.safetensors" || { echo "--layer-dropout 0 changed the model"; exit 1; }
+grep -q "layer dropout 0.3" "$dir/layer3.log" || { echo "no layer dropout in the log"; cat "$dir/layer3.log"; exit 1; }
+cmp -s "$dir/plain.safetensors" "$dir/layer3.safetensors" && { echo "--layer-dropout 0.3 trained the same model"; exit 1; }
+cmp -s "$dir/layer3.safetensors" "$dir/layer3again.safetensors" ||
+  { echo "--layer-dropout 0.3 twice with one seed: different models"; exit 1; }
+"$anuvad" "${train[@]}" -t "$corpus" --layer-dropout 1 -m "$dir/ld1.safetensors" > "$dir/ld1.log" 2>&1 &&
+  { echo "--layer-dropout 1 was accepted"; exit 1; }
+grep -q "layer-dropout" "$dir/ld1.log" || { cat "$dir/ld1.log"; exit 1; }
+echo "layer dropout: 0 = off byte for byte, 0.3 another model, reproducible"
+# --lr-decay: said in the log (without validations it never fires: the plain model); 1 refused.
+grep -q "lr decay x0.5 per 4 stalled validations" "$dir/lrdecay.log" || { cat "$dir/lrdecay.log"; exit 1; }
+cmp -s "$dir/plain.safetensors" "$dir/lrdecay.safetensors" || { echo "--lr-decay without validations changed the model"; exit 1; }
+"$anuvad" "${train[@]}" -t "$corpus" --lr-decay 1 -m "$dir/lr1.safetensors" > "$dir/lr1.log" 2>&1 &&
+  { echo "--lr-decay 1 was accepted"; exit 1; }
+grep -q "lr-decay must be in \[0, 1)" "$dir/lr1.log" || { cat "$dir/lr1.log"; exit 1; }
+echo "lr decay: logged, refused at 1"
