@@ -449,8 +449,9 @@ TEST_CASE("Training stopped mid-epoch and resumed from its state equals an unint
 }
 
 TEST_CASE("Learning-rate decay (--lr-decay) multiplies the schedule's rate after every K stalled validations; a resume keeps it", "[model][train][lr]") {
-  // Validated on the training targets shifted down by 10 ids, so that they hold ids 4-13, which
-  // no training target has: that cross-entropy soon stops improving and validations stall.
+  // Validated on the training targets shifted down by 10 ids (ids 4-39; training targets are
+  // 14-49), a mapping the model never learns: that cross-entropy soon stops improving and
+  // validations stall.
   const auto ex = twenty_pairs();
   std::vector<Example> valid = ex;
   for (Example& e : valid)

@@ -97,7 +97,7 @@ void add_optimizer_flags(CLI::App* sub, TrainFlags& flags, TrainOptions* opts) {
   sub->add_option("--lr-decay", opts->lr_decay,
                   "Multiply the learning rate by this factor in (0, 1) after every --lr-decay-stalled "
                   "validations in a row without a better first validation metric (0 = off)")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+      ->capture_default_str()->check(CLI::Range(0.0, 0.99));
   sub->add_option("--lr-decay-stalled", opts->lr_decay_stalled,
                   "Validations without a better first metric per --lr-decay step")
       ->capture_default_str()->check(CLI::PositiveNumber);

@@ -95,7 +95,8 @@ const std::vector<TrainOptionField>& train_option_fields() {
       field<&O::label_smoothing>("label_smoothing", kBoth),
       field<&O::rdrop_alpha>("rdrop_alpha", kBoth | kFingerprintUnlessDefault),
       field<&O::lr_decay>("lr_decay", kBoth | kFingerprintUnlessDefault),
-      field<&O::lr_decay_stalled>("lr_decay_stalled", kBoth | kFingerprintUnlessDefault),
+      // Like the early-stopping patience, not in the fingerprint (the stall count is in the state).
+      field<&O::lr_decay_stalled>("lr_decay_stalled", kDumpConfig),
       field<&O::clip_norm>("clip_norm", kBoth),
       field<&O::valid_freq>("valid_freq", kBoth),
       field<&O::valid_metrics>("valid_metrics", kBoth),

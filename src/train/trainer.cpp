@@ -226,7 +226,9 @@ class Run {
     if (!validation_.active()) return false;
     const bool stop = is_root_rank() ? validate_on_root() : false;
     const int stalled = validation_.tracker().stalled();
-    if (any_true(is_root_rank() && opts_.lr_decay > 0 && stalled > 0 && stalled % opts_.lr_decay_stalled == 0)) {
+    // (not at the validation that ends the run: it would change nothing)
+    if (any_true(is_root_rank() && !stop && opts_.lr_decay > 0 && stalled > 0 &&
+                 stalled % opts_.lr_decay_stalled == 0)) {
       lr_scale_ *= opts_.lr_decay;
       if (is_root_rank())
         spdlog::info("learning rate x{}: {} validations without a better {}; now {:.3g} x the schedule",
@@ -443,6 +445,11 @@ TrainResult fit(Transformer& model, const std::vector<Example>& train_examples,
                 const FitHooks& hooks) {
   check_run_options(train_examples, opts);
   Validation validation(opts, valid_examples, hooks.valid_text);
+  if (opts.lr_decay > 0 && !validation.active())
+    spdlog::warn("--lr-decay has no effect without validation (--valid-sets and --valid-freq)");
+  else if (opts.lr_decay > 0 && opts.early_stopping > 0 && opts.early_stopping <= opts.lr_decay_stalled)
+    spdlog::warn("--lr-decay has no effect: early stopping after {} stalled validations comes first "
+                 "(--lr-decay-stalled {})", opts.early_stopping, opts.lr_decay_stalled);
   Run run(model, train_examples, opts, hooks, validation);
   TrainResult& result = run.result();
   // Stopping limits hold after a resume too: a checkpoint already at or past them ends the run at

@@ -94,7 +94,7 @@ class DropoutContext {
   int64_t first_sentence_ = 0;
   const Packing* rows_ = nullptr;
   Scalar layer_drop_ = 0;   ///< with_layer_drop's p
-  uint64_t layer_key_ = 0;  ///< the key with_layer_drop was called with
+  uint64_t layer_key_ = 0;  ///< derive_key(key, kLayerDrop) of the context with_layer_drop was called on
 };
 
 /// Inverted-dropout multipliers (Srivastava et al. 2014) of token rows laid out as ctx.rows():
