@@ -227,8 +227,9 @@ class Run {
     const bool stop = is_root_rank() ? validate_on_root() : false;
     const int stalled = validation_.tracker().stalled();
     // (not at the validation that ends the run: it would change nothing)
-    if (any_true(is_root_rank() && !stop && opts_.lr_decay > 0 && stalled > 0 &&
-                 stalled % opts_.lr_decay_stalled == 0)) {
+    // (the collective only with --lr-decay: every rank has the same options)
+    if (opts_.lr_decay > 0 &&
+        any_true(is_root_rank() && !stop && stalled > 0 && stalled % opts_.lr_decay_stalled == 0)) {
       lr_scale_ *= opts_.lr_decay;
       if (is_root_rank())
         spdlog::info("learning rate x{}: {} validations without a better {}; now {:.3g} x the schedule",
