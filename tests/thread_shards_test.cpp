@@ -12,9 +12,10 @@
 #include "anuvad/core/gemm.h"
 #include "anuvad/core/gemm_stats.h"
 #include "anuvad/train/thread_shards.h"
-#include "support/tiny_config.h"
+#include "support/test_support.h"
 
 using namespace anuvad;
+using anuvad::test::batch_of;
 
 namespace {
 
@@ -28,12 +29,6 @@ std::vector<Example> random_pairs(int n, int vocab, int max_len, uint64_t seed) 
     for (int i = len(rng); i > 0; --i) e.tgt.push_back(tok(rng));
   }
   return ex;
-}
-
-Batch batch_of(const std::vector<Example>& ex) {
-  std::vector<const Example*> p;
-  for (const auto& e : ex) p.push_back(&e);
-  return make_batch(p);
 }
 
 /// Every gradient of `reg` (registry order), copied.

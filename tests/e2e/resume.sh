@@ -8,7 +8,7 @@
 #  3. run C (checkpoint every 5 updates) gets SIGKILL mid-training: the last checkpoint must
 #     still load, and rerunning with --resume must again finish byte-identical to A;
 #  0. first of all, --resume without a checkpoint must fail cleanly.
-# Where in an epoch each rerun resumed is printed; model_test checks a resume that is certainly
+# Where in an epoch each rerun resumed is printed; training_run_test checks a resume that is certainly
 # mid-epoch in process.
 # Usage: [RESUME_SIGNAL=INT|TERM] resume.sh ANUVAD CORPUS.tsv CONFIG.json [EXTRA TRAIN FLAGS...]
 set -uo pipefail

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "anuvad/nn/batch.h"
 #include "support/tiny_config.h"
 
 namespace anuvad::test {
@@ -81,5 +82,12 @@ inline std::string read_file(const std::string& path) {
 
 /// `rel` (e.g. "data/train.tsv") under the source tree.
 inline std::string repo_path(const std::string& rel) { return std::string(ANUVAD_SOURCE_DIR) + "/" + rel; }
+
+/// One batch of all of `ex`, in order (make_batch over their addresses): [B] sentences.
+inline Batch batch_of(const std::vector<Example>& ex) {
+  std::vector<const Example*> p;
+  for (const auto& e : ex) p.push_back(&e);
+  return make_batch(p);
+}
 
 }  // namespace anuvad::test
