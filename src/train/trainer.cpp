@@ -226,8 +226,8 @@ class Run {
     if (!validation_.active()) return false;
     const bool stop = is_root_rank() ? validate_on_root() : false;
     const int stalled = validation_.tracker().stalled();
-    // (not at the validation that ends the run: it would change nothing)
-    // (the collective only with --lr-decay: every rank has the same options)
+    // Only with --lr-decay (every rank has the same options, so all skip the collective alike),
+    // and not at the validation that ends the run, where a decay would change nothing.
     if (opts_.lr_decay > 0 &&
         any_true(is_root_rank() && !stop && stalled > 0 && stalled % opts_.lr_decay_stalled == 0)) {
       lr_scale_ *= opts_.lr_decay;
