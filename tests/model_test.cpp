@@ -207,6 +207,59 @@ TEST_CASE("KV-cached incremental decoding equals the teacher-forced pass", "[mod
   omp_set_num_threads(threads_before);
 }
 
+TEST_CASE("Dropping finished rows from the decoder state (keep_rows) leaves the others' steps unchanged", "[model][cache]") {
+  // Each sentence's rows are dropped once its target is fed; every remaining row must still
+  // equal the teacher-forced pass: its self-attention cache moved, its cross-attention source
+  // (row_source) followed it. 27 sentences on two threads: blocked steps, then unblocked ones.
+  const int threads_before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  Transformer model(small_config("pre", true));
+  model.init_parameters(12);
+  std::vector<Example> ex;
+  for (int j = 0; j < 27; ++j) {
+    Example e;
+    for (int k = 0; k < 2 + j % 7; ++k) e.src.push_back(4 + (j * 3 + k) % 36);
+    for (int k = 0; k < 1 + (j * 5) % 9; ++k) e.tgt.push_back(4 + (j * 5 + k) % 46);
+    ex.push_back(e);
+  }
+  const Batch b = batch_of(ex);
+  ForwardCache cache;
+  Mat logits;
+  model.forward(b, DropoutContext{}, cache, logits);
+  DecoderState st = model.begin_decoding(cache.memory, b.src_rows, b.tgt_len);
+  std::vector<int> sentence(size_t(b.batch_size));  // sentence of each state row
+  for (int i = 0; i < b.batch_size; ++i) sentence[size_t(i)] = i;
+  double worst = 0;
+  for (int t = 0; !sentence.empty(); ++t) {
+    std::vector<int32_t> tokens;
+    for (int i : sentence) tokens.push_back(b.tgt_in[size_t(b.tgt_rows.offsets[i] + t)]);
+    Mat step_logits;
+    model.decode_step(tokens, st, step_logits);
+    for (size_t r = 0; r < sentence.size(); ++r) {
+      worst = std::max(worst, rel_diff(step_logits.row(Index(r)), logits.row(Index(b.tgt_rows.offsets[sentence[r]]) + t)));
+      const Index tf_row = Index(sentence[r]) * model.config().n_heads * b.tgt_len + t;  // head 0
+      CHECK(rel_diff(st.last_cross_probs[0].row(Index(r) * model.config().n_heads),
+                     cache.dec[0].cross_attn.probs.row(tf_row)) < 1e-5);
+    }
+    std::vector<int> keep, still;
+    for (size_t r = 0; r < sentence.size(); ++r)
+      if (t + 1 < b.tgt_lengths[sentence[r]]) {
+        keep.push_back(static_cast<int>(r));
+        still.push_back(sentence[r]);
+      }
+    st.keep_rows(keep);
+    CHECK(st.batch_size == static_cast<int>(keep.size()));
+    sentence = still;
+  }
+  INFO("largest relative logit deviation " << worst);
+  CHECK(worst < 1e-5);
+  DecoderState st2 = model.begin_decoding(cache.memory, b.src_rows, b.tgt_len);
+  CHECK_THROWS_AS(st2.keep_rows({2, 1}), ShapeError);                 // out of order
+  CHECK_THROWS_AS(st2.keep_rows({0, b.batch_size}), ShapeError);      // past the last row
+  CHECK_THROWS_AS(st2.keep_rows({-1}), ShapeError);
+  omp_set_num_threads(threads_before);
+}
+
 TEST_CASE("Affine products through gemm (OpenBLAS from 16 rows, Eigen below) equal plain Eigen products", "[model][linear]") {
   const int threads_before = omp_get_max_threads();
   omp_set_num_threads(2);

@@ -49,46 +49,68 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
   }
 }
 
-/// Runs the beam searches of a batch in lockstep on the decoder states, one per model (rows
-/// i·K + k belong to sentence i), until every sentence is done or `capacity` steps were taken.
-/// One model with weight 1 ranks its own log-softmax; an ensemble ranks ensemble_log_probs.
-/// Attention rows come from the first model's state. trace_top > 0: each live beam proposes
-/// that many tokens (or 2K if more) for the trace; the search still ranks only its 2K best,
-/// the same ones as without a trace.
+/// Runs the beam searches of a batch in lockstep on the decoder states, one per model, until
+/// every sentence is done or `capacity` steps were taken. The states hold the rows of the
+/// sentences still searching, in order (`active`): rows p·K + k belong to sentence active[p];
+/// a finished sentence's rows are dropped from every state after the step that finished it
+/// (DecoderState::keep_rows), so later steps spend nothing on it. One model with weight 1
+/// ranks its own log-softmax; an ensemble ranks ensemble_log_probs. Attention rows come from
+/// the first model's state. trace_top > 0: each live beam proposes that many tokens (or 2K if
+/// more) for the trace; the search still ranks only its 2K best, the same ones as without a
+/// trace.
 void search(const Ensemble& models, std::vector<DecoderState>& states, std::vector<SentenceBeam>& beams,
             const DecodeOptions& opts, int capacity, int trace_top) {
-  const int N = static_cast<int>(beams.size()), K = opts.beam_size;
-  std::vector<int32_t> tokens(size_t(N) * K, kBosId);
-  std::vector<int> parents(size_t(N) * K);
-  std::vector<char> wanted(size_t(N) * K);
+  const int K = opts.beam_size;
+  std::vector<int> active(beams.size());
+  for (size_t i = 0; i < beams.size(); ++i) active[i] = static_cast<int>(i);
+  std::vector<int32_t> tokens(active.size() * K, kBosId);
+  std::vector<int> parents, keep;
+  // Drops the rows of the finished sentences from `active`, `tokens` and every state.
+  auto drop_finished = [&] {
+    keep.clear();
+    size_t n_active = 0;
+    for (size_t p = 0; p < active.size(); ++p) {
+      if (beams[active[p]].done()) continue;
+      for (int k = 0; k < K; ++k) {
+        keep.push_back(static_cast<int>(p) * K + k);
+        tokens[n_active * K + k] = tokens[p * K + k];
+      }
+      active[n_active++] = active[p];
+    }
+    if (n_active == active.size()) return;
+    active.resize(n_active);
+    tokens.resize(n_active * K);
+    for (DecoderState& state : states) state.keep_rows(keep);
+  };
+  std::vector<char> wanted;
   std::vector<Proposal> proposals;
   std::vector<Mat> logits(models.size());
   Mat combined;
   const int n_allowed = static_cast<int>(models.first().config().tgt_vocab_size) - 2 - (opts.allow_unk ? 0 : 1);
   const int take = std::max(0, std::min(2 * K, n_allowed));
   const int stride = std::max(take, std::min(trace_top, n_allowed));
-  for (int t = 0; t < capacity; ++t) {
-    if (std::all_of(beams.begin(), beams.end(), [](const SentenceBeam& b) { return b.done(); })) break;
+  drop_finished();  // a sentence whose length limit is 0 is done before the first step
+  for (int t = 0; t < capacity && !active.empty(); ++t) {
+    const int P = static_cast<int>(active.size());
     for (size_t m = 0; m < models.size(); ++m) models.model(m).decode_step(tokens, states[m], logits[m]);
     // Proposals of every live beam: its 2K best tokens (PAD, BOS and maybe UNK excluded).
-    for (int i = 0; i < N; ++i)
-      for (int k = 0; k < K; ++k) wanted[size_t(i) * K + k] = !beams[i].done() && beams[i].live(k);
+    wanted.assign(size_t(P) * K, 0);
+    for (int p = 0; p < P; ++p)
+      for (int k = 0; k < K; ++k) wanted[size_t(p) * K + k] = beams[active[p]].live(k);
     if (models.single()) {
       top_proposals(logits[0], stride, opts.allow_unk, wanted, proposals);
     } else {
       ensemble_log_probs(models, logits, wanted, combined);
       top_proposals(combined, stride, opts.allow_unk, wanted, proposals, /*log_probs=*/true);
     }
-    for (int i = 0; i < N; ++i) {
-      const size_t row = size_t(i) * K;
-      if (beams[i].done()) {
-        for (int k = 0; k < K; ++k) parents[row + k] = int(row) + k;
-        continue;
-      }
-      beams[i].advance(proposals.data() + row * stride, take, states[0], int(row), &parents[row], &tokens[row],
-                       stride);
+    parents.resize(size_t(P) * K);
+    for (int p = 0; p < P; ++p) {
+      const size_t row = size_t(p) * K;
+      beams[active[p]].advance(proposals.data() + row * stride, take, states[0], int(row), &parents[row],
+                               &tokens[row], stride);
     }
     for (DecoderState& state : states) state.select_rows(parents);
+    drop_finished();
   }
 }
 

@@ -481,6 +481,25 @@ void DecoderState::select_rows(const std::vector<int>& parents) {
   }
 }
 
+void DecoderState::keep_rows(const std::vector<int>& keep) {
+  for (size_t j = 0; j < keep.size(); ++j)
+    ANUVAD_CHECK_SHAPE(keep[j] >= (j == 0 ? 0 : keep[j - 1] + 1) && keep[j] < batch_size,
+                       "keep_rows: row indices must be increasing and below the batch size");
+  for (size_t j = 0; j < keep.size(); ++j) {
+    const int from = keep[j], to = static_cast<int>(j);
+    src_lengths[size_t(to)] = src_lengths[size_t(from)];
+    row_source[size_t(to)] = row_source[size_t(from)];
+    if (from == to || length == 0) continue;
+    // Blocks of `capacity` rows: the target block ends before the source block starts.
+    for (DecoderLayerState& ls : layers)
+      for (Mat* m : {&ls.self_k, &ls.self_v})
+        m->middleRows(Index(to) * capacity, length) = m->middleRows(Index(from) * capacity, length);
+  }
+  batch_size = static_cast<int>(keep.size());
+  src_lengths.resize(keep.size());
+  row_source.resize(keep.size());
+}
+
 void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& st,
                               Mat& logits) const {
   ANUVAD_CHECK_SHAPE(static_cast<int>(tokens.size()) == st.batch_size, "decode_step: one token per sentence");

@@ -153,6 +153,13 @@ struct DecoderState {
   /// parents[r] (rows are gathered; cross-attention K/V stay shared per sentence).
   /// Throws ShapeError when a parent belongs to another sentence.
   void select_rows(const std::vector<int>& parents);
+  /// Drops every row not in `keep` (old row indices, strictly increasing): new row j continues
+  /// old row keep[j], and batch_size becomes keep.size(). The self-attention cache rows move up
+  /// in place (positions 0..length−1; no allocation); the cross-attention K/V stay where they
+  /// are, read through row_source. Decoding stops spending work on finished sentences this way
+  /// (as CTranslate2 removes finished batch entries). Throws ShapeError on an index outside
+  /// [0, batch_size) or out of order.
+  void keep_rows(const std::vector<int>& keep);
   std::vector<DecoderLayerState> layers;
   /// Attention weights of the last step, per layer: self [B·H, length], cross [B·H, S].
   std::vector<Mat> last_self_probs, last_cross_probs;
