@@ -70,7 +70,7 @@ TEST_CASE("Options resolve as preset, then -c FILE, then explicit flags", "[trai
   CHECK(o.warmup_steps == 7);
   CHECK(o.model.dropout == 0.3);  // the small preset's
   CHECK(o.model.attention_dropout == 0.1);
-  CHECK(o.model.d_model == 128);
+  CHECK(o.model.d_model == 256);  // the small preset's width
   // The small preset's stopping rule, with one of its fields given explicitly.
   CHECK(o.valid_metrics == std::vector<std::string>{"chrf", "cross-entropy", "bleu"});
   CHECK(o.valid_freq == 300);

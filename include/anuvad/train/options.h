@@ -145,7 +145,7 @@ const std::vector<std::string>& preset_names();
 /// (d_model 128, 2+2 layers, dropout 0.2, attention/FFN dropout 0.1, 1000/1000 pieces, lr 1e-3,
 /// warm-up 400; 120 epochs, chrF and cross-entropy every 100 updates, the best-chrF weights, or
 /// the last ones without a validation set); "small" = a recipe for a few thousand
-/// pairs that finishes by itself (the same network with dropout 0.3 and attention/FFN dropout
+/// pairs that finishes by itself (the same network at d_model 256, dropout 0.3 and attention/FFN dropout
 /// 0.1, subword sampling at alpha 0.5 (Kudo 2018); chrF validation every 300 updates, early stopping after 8 validations without a better
 /// chrF, an epoch cap of 2000, the best-chrF weights at model_path). Throws ConfigError for
 /// another name.
