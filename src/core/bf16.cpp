@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 #include "bf16_onednn.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
@@ -366,7 +367,7 @@ void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // 
 
 /// y [m, n] += x [m, k]·Wᵀ with the path `kernel` (resolved): the activations interleaved once,
 /// then the output columns split across the threads when the call is large enough (outside a
-/// parallel region).
+/// parallel region, or on the caller's StepTeam).
 [[maybe_unused]] void multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y,
                                Index ldy, Bf16Kernel kernel) {
   const Index width = kernel == Bf16Kernel::kAvx512 ? 16 : kernel == Bf16Kernel::kAvx2 ? 8 : 1;
@@ -397,14 +398,12 @@ void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // 
     }
   };
   const Index n = w.rows;
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = split_threads();
   if (threads <= 1 || double(m) * double(n) * double(w.cols) < kBf16SplitMinMultiplyAdds) return run(0, n);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  split_run(threads, [&](Index t, Index nt) {
     const Index c0 = n * t / nt / 4 * 4, c1 = t + 1 == nt ? n : n * (t + 1) / nt / 4 * 4;
     if (c1 > c0) run(c0, c1);
-  }
+  });
 }
 
 /// The same in double precision (the gradient-check build compiles this file with Scalar =

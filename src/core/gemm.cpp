@@ -10,6 +10,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/gemm_stats.h"
+#include "anuvad/core/parallel.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
 // masked builtins; inlined into Eigen's AVX-512 ptranspose (the GEMM kernels instantiated here)
@@ -115,24 +116,22 @@ void eigen_columns(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Re
   eigen_gemm(a, bb, alpha, beta, cb);
 }
 
-/// The Eigen path (m < kGemmBlasMinRows): outside a parallel region and from
+/// The Eigen path (m < kGemmBlasMinRows): outside a parallel region (or on a StepTeam) and from
 /// kGemmColumnSplitMinMultiplyAdds on, C's columns are split across the threads (each reads its
 /// own rows of a weight matrix once: a decoding step of one sentence reads every weight, and one
 /// thread's GEMV leaves the other core idle); otherwise one call on the calling thread.
 void eigen_split(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const Mat>& b,
                  bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c, Index m, Index n,
                  Index k) {
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = split_threads();
   if (threads < 2 || n < 64 || double(m) * double(n) * double(k) < kGemmColumnSplitMinMultiplyAdds)
     return eigen_columns(a, trans_a, b, trans_b, alpha, beta, c, 0, n);
-#pragma omp parallel num_threads(threads)
-  {
+  split_run(threads, [&](Index t, Index nt) {
     // Column blocks in multiples of 16 (whole 64-byte lines of C's rows per thread).
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const Index c0 = std::min(n, (n * t / nt + 15) / 16 * 16);
     const Index c1 = t + 1 == nt ? n : std::min(n, (n * (t + 1) / nt + 15) / 16 * 16);
     if (c1 > c0) eigen_columns(a, trans_a, b, trans_b, alpha, beta, c, c0, c1);
-  }
+  });
 }
 
 /// gemm() without the time accounting.

@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_* as the unused merge source of their masked
 // builtins, which -Wuninitialized reports at every inlined use (as in bf16.cpp).
@@ -265,14 +266,12 @@ void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat&
   // Threads own whole panels (16 columns); the scalar path takes the same column ranges.
   const auto run = [&](Index p0, Index p1) { panel_range(kernel, q, m, w, b, out, ldy, p0, p1); };
   const Index panels = w.panels();
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = split_threads();
   if (threads <= 1 || double(m) * double(n) * double(k) < kInt8SplitMinMultiplyAdds) return run(0, panels);
-#pragma omp parallel num_threads(threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+  split_run(threads, [&](Index t, Index nt) {
     const Index p0 = panels * t / nt, p1 = panels * (t + 1) / nt;
     if (p1 > p0) run(p0, p1);
-  }
+  });
 }
 
 }  // namespace anuvad

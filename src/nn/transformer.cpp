@@ -9,6 +9,8 @@
 #include <utility>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/gemm.h"
+#include "anuvad/core/step_team.h"
 
 namespace anuvad {
 
@@ -523,7 +525,17 @@ void Transformer::decode_step(const std::vector<int32_t>& tokens, DecoderState& 
     n_blocks = std::max(1, std::min(omp_get_max_threads(), st.batch_size / kMinRowsPerBlock));
   if (static_cast<int>(st.workspaces.size()) < n_blocks) st.workspaces.resize(n_blocks);
   if (n_blocks == 1) {
-    decode_rows(tokens, st, 0, st.batch_size, st.workspaces[0], logits);
+    // One block: the products large enough to split across the threads (the output projection
+    // first) run on one team held for the whole step, not a fork/join each (core/step_team.h).
+    // Not where bfloat16 products go to oneDNN (kOnednnMinRows rows or more), which threads
+    // itself and would run on one thread inside the team.
+    const double widest = double(st.batch_size) * double(cfg_.d_model) *
+                          double(std::max<Index>(out_weight_->rows(), cfg_.d_ff));
+    const bool onednn_rows = compute_type_ == ComputeType::kBfloat16 && st.batch_size >= kOnednnMinRows;
+    const int team = omp_in_parallel() || onednn_rows || widest < kGemmColumnSplitMinMultiplyAdds
+                         ? 1
+                         : omp_get_max_threads();
+    StepTeam::run(team, [&] { decode_rows(tokens, st, 0, st.batch_size, st.workspaces[0], logits); });
   } else {
     std::exception_ptr error;
 #pragma omp parallel for schedule(static) num_threads(n_blocks)

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "anuvad/core/step_team.h"
 #include "anuvad/core/tensor.h"
 
 namespace anuvad {
@@ -19,23 +20,39 @@ namespace anuvad {
 /// floats is 128 KiB, ~10 µs of a memory-bound pass, against ~2-6 µs for a fork/join.
 inline constexpr double kParallelMinElements = 32768.0;
 
+/// Threads a split of work may use from here: the active StepTeam's size, else 1 inside a
+/// parallel region (each thread's work stays whole), else omp_get_max_threads().
+inline int split_threads() {
+  if (const StepTeam* team = StepTeam::current()) return team->size();
+  return omp_in_parallel() ? 1 : omp_get_max_threads();
+}
+
+/// Calls fn(t, nt) once for every thread t of nt ≤ `threads` and returns when all have
+/// returned: on the calling thread's StepTeam when it runs one (no fork/join), else in a new
+/// OpenMP parallel region. fn must not throw. `threads` comes from split_threads().
+template <typename Fn>
+void split_run(int threads, Fn&& fn) {
+  if (StepTeam* team = StepTeam::current(); team && team->size() == threads) return team->split(fn);
+#pragma omp parallel num_threads(threads)
+  fn(omp_get_thread_num(), omp_get_num_threads());
+}
+
 /// Calls fn(first, last) on contiguous blocks covering [0, n): one block per OpenMP thread
 /// when `elements` (the pass's size, in matrix elements) reaches kParallelMinElements and the
-/// caller is not already inside a parallel region, otherwise fn(0, n) on the calling thread.
+/// caller is not already inside a parallel region (a StepTeam's body counts as outside: the pass
+/// runs on the team), otherwise fn(0, n) on the calling thread.
 /// `fn` must not throw (an exception cannot leave a parallel region).
 template <typename Fn>
 void parallel_blocks(Index n, double elements, Fn&& fn) {
-  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int threads = split_threads();
   if (threads < 2 || n < 2 || elements < kParallelMinElements) {
     if (n > 0) fn(Index(0), n);
     return;
   }
-#pragma omp parallel num_threads(int(std::min<Index>(threads, n)))
-  {
-    const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
+  split_run(threads, [&](Index t, Index nt) {
     const Index first = n * t / nt, last = n * (t + 1) / nt;
     if (last > first) fn(first, last);
-  }
+  });
 }
 
 /// Thread t's share [first, last) of `size` values split among nt threads in whole 16-value

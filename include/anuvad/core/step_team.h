@@ -1,0 +1,99 @@
+// One parallel region held across a whole decoding step, so that the step's split matrix products
+// hand their column ranges to the other threads without an OpenMP fork/join each (issue #15: a
+// batch-1 step of the base model splits ~49 products, and a fork/join costs 2-6 µs on the 2-core
+// hosts measured, a large share of a ~1 ms step).
+#pragma once
+
+#include <omp.h>
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <type_traits>
+#include <utility>
+
+namespace anuvad {
+
+/// A team of OpenMP threads: thread 0 runs the caller's body; the others wait (spinning, then
+/// yielding) for work that thread 0 posts with split(), run their share, and wait again. While
+/// thread 0 runs serial code the others spin, as OpenMP's own threads do between regions.
+/// Not copyable; one per run().
+class StepTeam {
+ public:
+  /// Runs body() on the calling thread as thread 0 of a new OpenMP team of `threads` threads
+  /// (fewer if OpenMP gives fewer); inside body, current() returns the team. With threads < 2
+  /// or inside a parallel region, body() runs alone and current() stays null. Rethrows what
+  /// body throws, after the team has ended.
+  template <typename Body>
+  static void run(int threads, Body&& body);
+
+  /// The team whose body the calling thread is running (thread 0 only), or nullptr.
+  static StepTeam* current() { return current_; }
+
+  /// How many teams of ≥ 2 threads run() has started in this process (tests check that a path
+  /// took a team).
+  static uint64_t teams_started() { return started_.load(std::memory_order_relaxed); }
+
+  /// Number of threads in the team (≥ 2).
+  int size() const { return size_; }
+
+  /// Calls fn(t, size()) once on every team thread t (t = 0 on the caller) and returns when all
+  /// have returned. fn must not throw; it runs concurrently, so calls must write disjoint data.
+  template <typename Fn>
+  void split(Fn&& fn) {
+    using F = std::remove_reference_t<Fn>;
+    const auto call = [](const void* f, int t, int nt) { (*static_cast<const F*>(f))(t, nt); };
+    post(call, static_cast<const void*>(&fn));
+    fn(0, size_);
+    wait_done();
+  }
+
+ private:
+  using Call = void (*)(const void*, int, int);
+  StepTeam() = default;
+  void post(Call call, const void* fn);
+  void wait_done();
+  void serve(int t);  ///< threads 1.. : run posted work until stop
+  void stop();
+
+  static thread_local StepTeam* current_;
+  static std::atomic<uint64_t> started_;
+  int size_ = 1;
+  Call call_ = nullptr;
+  const void* fn_ = nullptr;
+  alignas(64) std::atomic<uint64_t> generation_{0};  ///< bumped by post() and stop()
+  alignas(64) std::atomic<int> pending_{0};          ///< threads still running the posted work
+  bool stopping_ = false;
+};
+
+template <typename Body>
+void StepTeam::run(int threads, Body&& body) {
+  if (threads < 2 || current_ != nullptr || omp_in_parallel()) return body();
+  StepTeam team;
+  std::exception_ptr error;
+#pragma omp parallel num_threads(threads)
+  {
+    const int t = omp_get_thread_num();
+#pragma omp single nowait
+    team.size_ = omp_get_num_threads();  // set before the barrier below
+#pragma omp barrier
+    if (t == 0) {
+      if (team.size_ > 1) {
+        current_ = &team;
+        started_.fetch_add(1, std::memory_order_relaxed);
+      }
+      try {
+        body();
+      } catch (...) {
+        error = std::current_exception();
+      }
+      current_ = nullptr;
+      if (team.size_ > 1) team.stop();
+    } else {
+      team.serve(t);
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+}  // namespace anuvad
