@@ -246,8 +246,8 @@ class Transformer {
   /// logits [B, V] for the next token. Rows are independent, so blocks of rows run in parallel
   /// (one OpenMP thread each, single-threaded Eigen inside) when there are enough of them;
   /// otherwise the step runs on one StepTeam (core/step_team.h) on which its large products
-  /// split their output columns. A step allocates nothing once the workspaces have grown. Throws ShapeError when the cache
-  /// is full or a token id is outside [0, V).
+  /// split their output columns. A step allocates nothing once the workspaces have grown.
+  /// Throws ShapeError when the cache is full or a token id is outside [0, V).
   void decode_step(const std::vector<int32_t>& tokens, DecoderState& state, Mat& logits) const;
 
  private:
