@@ -73,11 +73,9 @@ void StepTeam::run(int threads, Body&& body) {
   std::exception_ptr error;
 #pragma omp parallel num_threads(threads)
   {
-    const int t = omp_get_thread_num();
-#pragma omp single nowait
-    team.size_ = omp_get_num_threads();  // set before the barrier below
-#pragma omp barrier
-    if (t == 0) {
+    // No barrier: the workers read size_ only after post() or stop() has published it.
+    if (omp_get_thread_num() == 0) {
+      team.size_ = omp_get_num_threads();
       if (team.size_ > 1) {
         current_ = &team;
         started_.fetch_add(1, std::memory_order_relaxed);
@@ -90,7 +88,7 @@ void StepTeam::run(int threads, Body&& body) {
       current_ = nullptr;
       if (team.size_ > 1) team.stop();
     } else {
-      team.serve(t);
+      team.serve(omp_get_thread_num());
     }
   }
   if (error) std::rethrow_exception(error);
