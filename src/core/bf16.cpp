@@ -39,14 +39,6 @@ std::string compute_type_name(ComputeType type) {
   }
 }
 
-uint16_t float_to_bf16(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN, quieted
-  u += 0x7fffu + ((u >> 16) & 1u);  // round half to even on the dropped 16 bits
-  return uint16_t(u >> 16);
-}
-
 Bf16Matrix to_bf16(const Eigen::Ref<const Mat>& w) {
   Bf16Matrix out{w.rows(), w.cols(), {}, detail::onednn_weights_slot()};
   out.data.resize(size_t(w.rows() * w.cols()));
@@ -347,18 +339,17 @@ Bf16Kernel pick(Bf16Kernel kernel, Index m, const Bf16Matrix& w) {
 }
 
 /// y [m, n] = x [m, k]·Wᵀ + bias on oneDNN, kBf16MaxRowsPerCall rows at a time (x rounded to
-/// bfloat16 into a per-thread buffer first). float32 only (the double build has no oneDNN).
+/// bfloat16 into the primitive's input and the bias added by oneDNN: detail::onednn_multiply).
+/// float32 only (the double build has no oneDNN).
 template <class X, class Y>  // Eigen::Ref<const Mat>, Eigen::Ref<Mat>: a template, so that the
 void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // double build discards the body
   if constexpr (std::is_same_v<typename X::Scalar, float>) {
-    thread_local std::vector<uint16_t> rounded;
-    const Index k = w.cols;
+    const float* b = bias.size() > 0 ? bias.data() : nullptr;
     for (Index r0 = 0; r0 < x.rows(); r0 += kBf16MaxRowsPerCall) {
       const Index rows = std::min(kBf16MaxRowsPerCall, x.rows() - r0);
-      round_rows(x.data() + r0 * x.outerStride(), x.outerStride(), rows, k, rounded);
-      detail::onednn_multiply(rounded.data(), rows, w, y.data() + r0 * y.outerStride(), y.outerStride());
+      detail::onednn_multiply(x.data() + r0 * x.outerStride(), x.outerStride(), rows, w, b,
+                              y.data() + r0 * y.outerStride(), y.outerStride());
     }
-    if (bias.size() > 0) y.rowwise() += bias.row(0);
   } else {
     (void)x, (void)w, (void)bias, (void)y;
     throw ConfigError("bf16 kernel onednn: float32 only");

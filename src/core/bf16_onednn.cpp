@@ -4,6 +4,7 @@
 #include "bf16_onednn.h"
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 #ifdef ANUVAD_WITH_ONEDNN
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include <mutex>
 #include <oneapi/dnnl/dnnl.hpp>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 #endif
 
@@ -59,27 +61,30 @@ dnnl::memory::desc packed_weights_desc(Index k, Index n) {
   return it->second;
 }
 
-/// The matmul for `rows` (padded) × k by the packed [k, n] and the bytes of scratch memory it
-/// needs, made once per shape; the reference stays valid (map nodes are never erased). The
-/// scratch memory is the caller's (scratchpad_mode::user): Debian's oneDNN shares one library
-/// scratchpad between primitives (built without DNNL_ENABLE_CONCURRENT_EXEC), which two threads
-/// decoding at once would overwrite for each other.
+/// The matmul for `rows` (padded) × k by the packed [k, n], with a float32 bias [1, n] added in
+/// its epilogue when `bias`, and the bytes of scratch memory it needs, made once per shape; the
+/// reference stays valid (map nodes are never erased). The scratch memory is the caller's
+/// (scratchpad_mode::user): Debian's oneDNN shares one library scratchpad between primitives
+/// (built without DNNL_ENABLE_CONCURRENT_EXEC), which two threads decoding at once would
+/// overwrite for each other.
 struct Primitive {
   dnnl::matmul matmul;
   dnnl::memory::desc scratch;
 };
-const Primitive& primitive(Index rows, Index k, Index n) {
+const Primitive& primitive(Index rows, Index k, Index n, bool bias) {
   static std::mutex mutex;
-  static std::map<std::tuple<Index, Index, Index>, Primitive> primitives;
+  static std::map<std::tuple<Index, Index, Index, bool>, Primitive> primitives;
   const std::lock_guard<std::mutex> lock(mutex);
-  auto it = primitives.find({rows, k, n});
+  auto it = primitives.find({rows, k, n, bias});
   if (it == primitives.end()) {  // a miss only: a decoding step takes this one lock
     dnnl::primitive_attr attr;
     attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+    const dnnl::memory::desc src = rows_desc(rows, k, dt::bf16), dst = rows_desc(rows, n, dt::f32);
     const dnnl::matmul::primitive_desc pd(
-        dnnl::matmul::desc(rows_desc(rows, k, dt::bf16), packed_weights_desc(k, n), rows_desc(rows, n, dt::f32)),
+        bias ? dnnl::matmul::desc(src, packed_weights_desc(k, n), rows_desc(1, n, dt::f32), dst)
+             : dnnl::matmul::desc(src, packed_weights_desc(k, n), dst),
         attr, engine());
-    it = primitives.emplace(std::make_tuple(rows, k, n), Primitive{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
+    it = primitives.emplace(std::make_tuple(rows, k, n, bias), Primitive{dnnl::matmul(pd), pd.scratchpad_desc()}).first;
   }
   return it->second;
 }
@@ -145,29 +150,38 @@ std::shared_ptr<OnednnWeights> onednn_weights_slot() {
   return onednn_available() ? std::make_shared<OnednnWeights>() : nullptr;
 }
 
-void onednn_multiply(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Index ldy) {
+void onednn_multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, const float* bias, float* y,
+                     Index ldy) {
   if (!w.onednn) throw ConfigError("bf16 kernel onednn: this matrix has no oneDNN copy (oneDNN unavailable)");
   const Index k = w.cols, n = w.rows, rows = padded_rows(m);
   try {
     const dnnl::memory& weights = packed(w);
-    // The activations padded with zero rows; the results straight into y when it is [rows, n].
+    // The activations rounded straight into the primitive's [rows, k] input, the padding rows
+    // zero; the rows split across the threads when large (a serial pass here leaves the other
+    // threads waiting between oneDNN's parallel products).
     thread_local std::vector<uint16_t> x_rows;
     thread_local std::vector<float> y_rows;
     x_rows.resize(size_t(rows * k));
-    std::memcpy(x_rows.data(), x, size_t(m * k) * sizeof(uint16_t));
+    uint16_t* const xr = x_rows.data();  // the caller's buffer, also on the other threads
+    parallel_blocks(m, double(m) * double(k), [&](Index r0, Index r1) {
+      for (Index r = r0; r < r1; ++r)
+        for (Index i = 0; i < k; ++i) xr[r * k + i] = float_to_bf16(x[r * ldx + i]);
+    });
     std::fill(x_rows.begin() + m * k, x_rows.end(), uint16_t(0));
     const bool direct = rows == m && ldy == n;  // y itself is the primitive's [rows, n] output
     if (!direct) y_rows.resize(size_t(rows * n));
-    const dnnl::memory src(rows_desc(rows, k, dt::bf16), engine(), x_rows.data());
+    const dnnl::memory src(rows_desc(rows, k, dt::bf16), engine(), xr);
     const dnnl::memory dst(rows_desc(rows, n, dt::f32), engine(), direct ? y : y_rows.data());
     thread_local dnnl::stream stream(engine());
-    const Primitive& p = primitive(rows, k, n);
+    const Primitive& p = primitive(rows, k, n, bias != nullptr);
     thread_local std::vector<uint8_t> scratch;
     const size_t bytes = std::max<size_t>(1, p.scratch.get_size());
     if (scratch.size() < bytes) scratch.resize(bytes);
     const dnnl::memory scratchpad(p.scratch, engine(), scratch.data());
-    p.matmul.execute(stream, {{DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst},
-                              {DNNL_ARG_SCRATCHPAD, scratchpad}});
+    std::unordered_map<int, dnnl::memory> args{
+        {DNNL_ARG_SRC, src}, {DNNL_ARG_WEIGHTS, weights}, {DNNL_ARG_DST, dst}, {DNNL_ARG_SCRATCHPAD, scratchpad}};
+    if (bias) args.emplace(DNNL_ARG_BIAS, dnnl::memory(rows_desc(1, n, dt::f32), engine(), const_cast<float*>(bias)));
+    p.matmul.execute(stream, args);
     stream.wait();
     if (!direct)
       for (Index r = 0; r < m; ++r) std::memcpy(y + r * ldy, y_rows.data() + r * n, size_t(n) * sizeof(float));
@@ -192,7 +206,7 @@ std::vector<uint16_t> onednn_unpack(const Bf16Matrix&) {
   throw ConfigError("bf16 kernel onednn: this build has no oneDNN (ANUVAD_ONEDNN)");
 }
 
-void onednn_multiply(const uint16_t*, Index, const Bf16Matrix&, float*, Index) {
+void onednn_multiply(const float*, Index, Index, const Bf16Matrix&, const float*, float*, Index) {
   throw ConfigError("bf16 kernel onednn: this build has no oneDNN (ANUVAD_ONEDNN)");
 }
 

@@ -23,12 +23,15 @@ void onednn_pack(const Bf16Matrix& w);
 /// w's row-major values [n, k] read back from its packed copy. Throws ConfigError without one.
 std::vector<uint16_t> onednn_unpack(const Bf16Matrix& w);
 
-/// y [m, n] (row stride ldy, overwritten) = x·Wᵀ: x [m, k] bfloat16 values (row-major, stride
-/// k, as float_to_bf16 rounds), w [n, k]; float32 sums. Packs w.onednn on the first call
-/// (thread-safe). Runs on omp_get_max_threads() threads outside a parallel region, the calling
-/// thread inside one. One oneDNN primitive per (rows rounded up to 8 or a multiple of 16, k, n),
+/// y [m, n] (row stride ldy, overwritten) = x·Wᵀ + bias: x [m, k] float32 (row stride ldx),
+/// rounded to bfloat16 as float_to_bf16 does (its rows split across the threads from
+/// kParallelMinElements values), w [n, k], bias [n] float32 or null; float32 sums, the bias
+/// added in oneDNN's epilogue. Packs w.onednn on the first call (thread-safe). Runs on
+/// omp_get_max_threads() threads outside a parallel region, the calling thread inside one. One
+/// oneDNN primitive per (rows rounded up to 8 or a multiple of 16, k, n, with or without bias),
 /// made on first use and kept for the process (a few dozen for a model). Throws ConfigError
 /// when w has no oneDNN slot (oneDNN unavailable) or oneDNN fails.
-void onednn_multiply(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Index ldy);
+void onednn_multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, const float* bias, float* y,
+                     Index ldy);
 
 }  // namespace anuvad::detail

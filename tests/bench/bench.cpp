@@ -307,10 +307,11 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
   for (int t = 0; t < n_tokens; ++t) {
     const auto t0 = Clock::now();
     model.decode_step(tokens, st, logits);
-    for (int i = 0; i < b.batch_size; ++i) {
-      tokens[i] = argmax_row(logits, i);
-      out[i].push_back(tokens[i]);
-    }
+    // Rows split across the threads as the library's greedy and beam search split theirs
+    // (decode.cpp top_proposals) and as torch.argmax runs on its intra-op threads.
+#pragma omp parallel for schedule(static) if (double(logits.size()) >= 65536.0)
+    for (int i = 0; i < b.batch_size; ++i) tokens[i] = argmax_row(logits, i);
+    for (int i = 0; i < b.batch_size; ++i) out[i].push_back(tokens[i]);
     if (step_seconds) (*step_seconds)[t] += seconds(t0, Clock::now());
   }
   return out;

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,7 +45,14 @@ ComputeType auto_compute_type(int64_t weight_bytes);
 /// CTranslate2's conversions): the upper 16 bits of the rounded float32. ±Inf stays ±Inf,
 /// NaN stays NaN (quieted, sign kept), values from halfway between the largest
 /// finite bfloat16 and the next power of two up round to ±Inf (as every rounding to nearest).
-uint16_t float_to_bf16(float x);
+/// Inline: the loops that round rows of activations vectorise it.
+inline uint16_t float_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x0040u);  // NaN, quieted
+  u += 0x7fffu + ((u >> 16) & 1u);  // round half to even on the dropped 16 bits
+  return uint16_t(u >> 16);
+}
 /// The float32 with `h` as its upper 16 bits (exact: every bfloat16 is a float32).
 inline float bf16_to_float(uint16_t h) {
   const uint32_t bits = uint32_t(h) << 16;
