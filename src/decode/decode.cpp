@@ -16,6 +16,9 @@ namespace anuvad {
 
 namespace {
 
+/// Logits per block of top_proposals' scan (a multiple of the widest vector).
+constexpr Index kScanBlock = 64;
+
 /// For each row r of logits [R, V]: the `take` tokens with the highest log-probability
 /// log_softmax(logits)[r, v] (ties: lower id first), PAD, BOS and (unless allow_unk) UNK
 /// excluded, best first, into out[r·take ..]. Only the rows with wanted[r] are computed.
@@ -34,17 +37,30 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
     const Scalar lse = log_probs ? Scalar(0) : logsumexp(z);
     Proposal* best = out.data() + size_t(r) * take;  // sorted, best first
     int n = 0;
-    for (Index v = 0; v < V; ++v) {
-      if (v == kPadId || v == kBosId || (v == kUnkId && !allow_unk)) continue;
+    const auto consider = [&](Index v) {
+      if (v == kPadId || v == kBosId || (v == kUnkId && !allow_unk)) return;
       const Scalar lp = z[v] - lse;
       // Ascending v: an equal log-probability ranks after the ones already kept.
-      if (n == take && !(lp > best[n - 1].logp)) continue;
+      if (n == take && !(lp > best[n - 1].logp)) return;
       int j = n < take ? n++ : take - 1;
       while (j > 0 && lp > best[j - 1].logp) {
         best[j] = best[j - 1];
         --j;
       }
       best[j] = Proposal{lp, static_cast<int32_t>(v)};
+    };
+    // Blocks of kScanBlock logits: once `take` are kept, a block whose largest logit (NaN
+    // ignored: once `take` are kept a NaN never enters) cannot beat the last kept one is
+    // skipped whole. The same
+    // proposals as testing every logit: z − lse is monotonic in z, so no logit of a skipped
+    // block would have passed the test in `consider`.
+    Index v = 0;
+    for (; v < V && v < kScanBlock; ++v) consider(v);  // the special ids sit at the start
+    for (; v < V; v += kScanBlock) {
+      const Index len = std::min(kScanBlock, V - v);
+      if (n == take && !(z.segment(v, len).maxCoeff<Eigen::PropagateNumbers>() - lse > best[n - 1].logp))
+        continue;
+      for (Index u = v; u < v + len; ++u) consider(u);
     }
   }
 }
