@@ -51,9 +51,8 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
     };
     // Blocks of kScanBlock logits: once `take` are kept, a block whose largest logit (NaN
     // ignored: once `take` are kept a NaN never enters) cannot beat the last kept one is
-    // skipped whole. The same
-    // proposals as testing every logit: z − lse is monotonic in z, so no logit of a skipped
-    // block would have passed the test in `consider`.
+    // skipped whole. The same proposals as testing every logit: z − lse is monotonic in z, so
+    // no logit of a skipped block would have passed the test in `consider`.
     Index v = 0;
     for (; v < V && v < kScanBlock; ++v) consider(v);  // the special ids sit at the start
     for (; v < V; v += kScanBlock) {
