@@ -149,8 +149,7 @@ using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
 template <class Alloc>
 void round_rows(const float* x, Index ldx, Index m, Index k, std::vector<uint16_t, Alloc>& out) {
   out.resize(size_t(m * k));
-  for (Index r = 0; r < m; ++r)
-    for (Index i = 0; i < k; ++i) out[size_t(r * k + i)] = float_to_bf16(x[r * ldx + i]);
+  round_rows_to_bf16(x, ldx, 0, m, k, out.data());
 }
 
 /// out [m, k] = the rows of x [m, k] (stride ldx) with each block of 2·width values reordered

@@ -163,10 +163,7 @@ void onednn_multiply(const float* x, Index ldx, Index m, const Bf16Matrix& w, co
     thread_local std::vector<float> y_rows;
     x_rows.resize(size_t(rows * k));
     uint16_t* const xr = x_rows.data();  // the caller's buffer, also on the other threads
-    parallel_blocks(m, double(m) * double(k), [&](Index r0, Index r1) {
-      for (Index r = r0; r < r1; ++r)
-        for (Index i = 0; i < k; ++i) xr[r * k + i] = float_to_bf16(x[r * ldx + i]);
-    });
+    parallel_blocks(m, double(m) * double(k), [&](Index r0, Index r1) { round_rows_to_bf16(x, ldx, r0, r1, k, xr); });
     std::fill(x_rows.begin() + m * k, x_rows.end(), uint16_t(0));
     const bool direct = rows == m && ldy == n;  // y itself is the primitive's [rows, n] output
     if (!direct) y_rows.resize(size_t(rows * n));

@@ -53,6 +53,12 @@ inline uint16_t float_to_bf16(float x) {
   u += 0x7fffu + ((u >> 16) & 1u);  // round half to even on the dropped 16 bits
   return uint16_t(u >> 16);
 }
+/// out[r·k + i] = float_to_bf16(x[r·ldx + i]) for the rows r0 ≤ r < r1 of x [·, k] (row
+/// stride ldx): the activations of the bfloat16 dot-product paths. out holds rows of k values.
+inline void round_rows_to_bf16(const float* x, Index ldx, Index r0, Index r1, Index k, uint16_t* out) {
+  for (Index r = r0; r < r1; ++r)
+    for (Index i = 0; i < k; ++i) out[r * k + i] = float_to_bf16(x[r * ldx + i]);
+}
 /// The float32 with `h` as its upper 16 bits (exact: every bfloat16 is a float32).
 inline float bf16_to_float(uint16_t h) {
   const uint32_t bits = uint32_t(h) << 16;
