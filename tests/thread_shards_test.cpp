@@ -172,6 +172,11 @@ TEST_CASE("A shard's error reaches the caller after every shard has stopped", "[
   const LossStats ls = sharded.run(model, batch_of(ex), DropoutContext{}, {0.0}, 1.0);
   CHECK(std::isfinite(ls.loss_sum));
   CHECK(sharded.last_shards() == 2);
+  // Nothing of the failed step's shard gradients is left in the slots: the step after the
+  // failure gives the same bits as the one after it.
+  const std::vector<Mat> after_error = gradients(model.params());
+  sharded.run(model, batch_of(ex), DropoutContext{}, {0.0}, 1.0);
+  for (size_t i = 0; i < after_error.size(); ++i) CHECK(model.params().params()[i].grad == after_error[i]);
 }
 
 TEST_CASE("Two shards by default below base's feed-forward size, one from it", "[train][shards]") {

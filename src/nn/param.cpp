@@ -34,15 +34,7 @@ const Param* ParamRegistry::find(const std::string& name) const {
   return nullptr;
 }
 
-void ParamRegistry::zero_grad(int slot) {
-  if (slot > 0) {
-    for (auto& p : params_) {
-      Mat& g = p.shard_grads.at(size_t(slot) - 1);
-      if (g.rows() != p.value.rows() || g.cols() != p.value.cols()) g.resize(p.value.rows(), p.value.cols());
-      g.setZero();
-    }
-    return;
-  }
+void ParamRegistry::zero_grad() {
   for (auto& p : params_)  // allocates the missing ones (serially)
     if (p.grad.rows() != p.value.rows() || p.grad.cols() != p.value.cols())
       p.grad = Mat::Zero(p.value.rows(), p.value.cols());
@@ -70,17 +62,45 @@ void ParamRegistry::reserve_gradient_slots(int slots) {
   }
 }
 
-void ParamRegistry::sum_gradient_slots() {
+namespace {
+
+/// Values summed at a time by add_slots: the slots' chunks are read, then zeroed, while they
+/// are still in L1/L2 (a multiple of 16: chunk boundaries stay on 64-byte lines).
+constexpr Index kSlotChunk = 2048;
+
+/// grad[first, last) += Σ_k shard_grads[k][first, last) in slot order, then zeroes those
+/// values of the shard gradients.
+void add_slots(Param& p, Index first, Index last) {
+  using Values = Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>>;
+  for (Index c0 = first; c0 < last; c0 += kSlotChunk) {
+    const Index len = std::min(kSlotChunk, last - c0);
+    Values g(p.grad.data() + c0, len);
+    for (Mat& s : p.shard_grads) {
+      Values slot(s.data() + c0, len);
+      g += slot;
+      slot.setZero();
+    }
+  }
+}
+
+}  // namespace
+
+void ParamRegistry::sum_gradient_slots(size_t first, size_t last) {
+  last = std::min(last, params_.size());
+  if (first >= last) return;
+  if (omp_in_parallel()) {
+    for (size_t i = first; i < last; ++i)
+      if (!params_[i].shard_grads.empty()) add_slots(params_[i], 0, params_[i].grad.size());
+    return;
+  }
 #pragma omp parallel
   {
     const Index t = omp_get_thread_num(), nt = omp_get_num_threads();
-    for (auto& p : params_) {
+    for (size_t i = first; i < last; ++i) {
+      Param& p = params_[i];
       if (p.shard_grads.empty()) continue;
-      const auto [first, last] = line_block(p.grad.size(), t, nt);
-      if (last <= first) continue;
-      Eigen::Map<Eigen::Array<Scalar, Eigen::Dynamic, 1>> g(p.grad.data() + first, last - first);
-      for (const Mat& s : p.shard_grads)
-        g += Eigen::Map<const Eigen::Array<Scalar, Eigen::Dynamic, 1>>(s.data() + first, last - first);
+      const auto [v0, v1] = line_block(p.grad.size(), t, nt);
+      if (v1 > v0) add_slots(p, v0, v1);
     }
   }
 }

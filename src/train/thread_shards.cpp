@@ -1,9 +1,11 @@
 // Data parallelism across threads (see include/anuvad/train/thread_shards.h).
 #include "anuvad/train/thread_shards.h"
 
+#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <exception>
 #include <string>
 
@@ -69,6 +71,54 @@ LossStats forward_loss_backward(Transformer& model, const Batch& b, const Dropou
   return ls;
 }
 
+/// The shards' gradient sum (ParamRegistry::sum_gradient_slots), begun by the threads whose
+/// shards are done while the others still run, instead of waiting for them idle. Shard k's
+/// backward pass reports through GradientsFinal that parameters >= first_final[k] have their
+/// final gradient (the pass goes from the last parameter down), so parameter i can be summed
+/// once i >= first_final of every shard. Threads claim parameters from the top with one
+/// atomic cursor and sum each whole (the same bits as the split sum: the order per value is the
+/// slot order either way); what is unclaimed when every shard is done is summed by all the
+/// threads after the shards' region.
+class OverlappedSum {
+ public:
+  OverlappedSum(ParamRegistry& params, int shards)
+      : params_(params), shards_(shards), first_final_(size_t(shards)), cursor_(params.params().size()) {
+    for (auto& f : first_final_) f.store(params.params().size(), std::memory_order_relaxed);
+  }
+  /// Shard k's parameters >= first_final have their final gradient.
+  void final(int k, size_t first_final) { first_final_[size_t(k)].store(first_final, std::memory_order_release); }
+  /// Shard k has stopped (done or failed): none of its gradients will change.
+  void done(int k) {
+    final(k, 0);
+    done_.fetch_add(1, std::memory_order_acq_rel);
+  }
+  /// Sums claimable parameters until every shard is done; called by a thread with no shard left.
+  void help() {
+    while (true) {
+      size_t i = cursor_.load(std::memory_order_relaxed);
+      if (i == 0) return;
+      size_t ready = 0;  // parameters >= ready are final in every shard
+      for (const auto& f : first_final_) ready = std::max(ready, f.load(std::memory_order_acquire));
+      if (i - 1 >= ready) {
+        if (cursor_.compare_exchange_weak(i, i - 1, std::memory_order_acq_rel)) params_.sum_gradient_slots(i - 1, i);
+      } else if (done_.load(std::memory_order_acquire) == shards_) {
+        return;
+      } else {
+        _mm_pause();
+      }
+    }
+  }
+  /// Parameters [0, unclaimed()) are left to sum once every shard is done.
+  size_t unclaimed() const { return cursor_.load(std::memory_order_acquire); }
+
+ private:
+  ParamRegistry& params_;
+  const int shards_;
+  std::vector<std::atomic<size_t>> first_final_;  ///< per shard (all parameters: none final yet)
+  std::atomic<size_t> cursor_;                     ///< parameters >= cursor_ are claimed
+  std::atomic<int> done_{0};                       ///< shards stopped
+};
+
 }  // namespace
 
 ShardedStep::ShardedStep(int threads) : threads_(std::max(1, threads)) {}
@@ -89,24 +139,28 @@ LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutCont
   std::vector<LossStats> stats(static_cast<size_t>(n));
   std::vector<std::exception_ptr> errors(static_cast<size_t>(n));
   std::vector<double> busy(static_cast<size_t>(n), 0.0);
+  OverlappedSum sum(params, n);
+  params.zero_grad();  // slot 0; split across the threads here rather than on thread 0 in the region
   const double start = omp_get_wtime();
 #pragma omp parallel num_threads(n)
   {
-    // One shard per thread; a thread does more than one if the runtime gave fewer.
+    // One shard per thread; a thread does more than one if the runtime gave fewer. Shard k
+    // accumulates into gradient slot k (slots >= 1 are zero between steps: ParamRegistry).
     for (int k = omp_get_thread_num(); k < n; k += omp_get_num_threads()) {
       const double t0 = omp_get_wtime();
       t_gradient_slot = k;
       try {
         const Batch shard = sub_batch(b, cuts[k], cuts[k + 1]);
-        params.zero_grad(k);
         stats[size_t(k)] = forward_loss_backward(model, shard, dctx.from_sentence(cuts[k]), loss, grad_scale,
-                                                 buffers_[size_t(k)], {});
+                                                 buffers_[size_t(k)], [&sum, k](size_t f) { sum.final(k, f); });
       } catch (...) {
         errors[size_t(k)] = std::current_exception();
       }
+      sum.done(k);
       t_gradient_slot = 0;
       busy[size_t(k)] += omp_get_wtime() - t0;
     }
+    sum.help();
   }
   const double wall = omp_get_wtime() - start;
   double mean_busy = 0;
@@ -114,8 +168,11 @@ LossStats ShardedStep::run(Transformer& model, const Batch& b, const DropoutCont
   region_seconds_ += wall;
   idle_seconds_ += wall - mean_busy;
   for (const auto& e : errors)
-    if (e) std::rethrow_exception(e);
-  params.sum_gradient_slots();
+    if (e) {
+      params.reserve_gradient_slots(1);  // (frees the slots: no longer all zero)
+      std::rethrow_exception(e);
+    }
+  params.sum_gradient_slots(0, sum.unclaimed());
   if (final) final(0);
   LossStats total;
   for (const LossStats& s : stats) {

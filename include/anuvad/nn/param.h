@@ -3,6 +3,7 @@
 // model-file I/O and gradient checks iterate the registry in registration order.
 #pragma once
 
+#include <cstdint>
 #include <deque>
 #include <random>
 #include <string>
@@ -59,17 +60,19 @@ class ParamRegistry {
   /// Looks a parameter up by name; returns nullptr when absent.
   Param* find(const std::string& name);
   const Param* find(const std::string& name) const;
-  /// Sets every gradient to zero, allocating it on first use (backward passes accumulate).
-  /// `slot` selects which (Param::grad_acc): 0 = Param::grad, split across the threads; a
-  /// slot k >= 1 is zeroed on the calling thread (the shard's own thread does it).
-  void zero_grad(int slot = 0);
+  /// Sets every gradient (Param::grad) to zero, allocating it on first use (backward passes
+  /// accumulate); split across the threads outside a parallel region.
+  void zero_grad();
   /// Makes sure every parameter has `slots` − 1 shard gradients (Param::shard_grads), so that
   /// slots 0 .. slots − 1 exist (allocated zero; call before threads use them). slots <= 1
-  /// frees them.
+  /// frees them. Shard gradients are zero whenever no data-parallel step is running: they are
+  /// allocated zero and sum_gradient_slots zeroes what it adds (train/thread_shards.h).
   void reserve_gradient_slots(int slots);
-  /// Param::grad += Σ_k shard_grads[k], in slot order (the same bits whatever the thread
-  /// count), split across the threads by value ranges.
-  void sum_gradient_slots();
+  /// For the parameters [first, last) in registration order: Param::grad += Σ_k
+  /// shard_grads[k] in slot order (the same bits whatever the thread count or which thread
+  /// does it), then shard_grads[k] = 0. Split across the threads by value ranges when called
+  /// outside a parallel region; on the calling thread inside one.
+  void sum_gradient_slots(size_t first = 0, size_t last = SIZE_MAX);
   /// Total number of scalar parameters.
   int64_t num_elements() const;
 

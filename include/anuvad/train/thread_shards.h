@@ -6,10 +6,15 @@
 // batch across the threads, pays a fork/join and a wait at the end of each of the hundreds of
 // parallel regions of a step and leaves the serial parts (attention's small per-head products,
 // the loss) on one thread; shards per thread have one fork/join for the whole forward and
-// backward pass (and one more for the sum of their gradients). Each shard's
+// backward pass (and one more for the rest of the sum of their gradients). Each shard's
 // gradients accumulate in its own slot (Param::grad_acc, t_gradient_slot) and are summed into
-// Param::grad in slot order at the end, so a run is deterministic for a given thread count
-// (but not the same bits for another count: the sum is cut differently). The cost is one
+// Param::grad in slot order, so a run is deterministic for a given thread count (but not the
+// same bits for another count: the sum is cut differently). The sum begins while shards still
+// run: a thread whose shard is done adds up the parameters whose gradients every shard has
+// finished (the backward pass reports them, GradientsFinal), rather than waiting idle for the
+// slowest shard; the slots it reads are zeroed as they are added, so the next step need not
+// clear them (small, 2 threads, the two versions alternated step by step in one process, 120
+// steps each, three runs: 66.0 / 65.8 / 68.5 ms per step before, 65.2 / 64.4 / 67.7 after). The cost is one
 // extra gradient buffer per extra thread (4 bytes per parameter each).
 #pragma once
 
@@ -78,9 +83,10 @@ class ShardedStep {
                 const StepLoss& loss, double grad_scale, const GradientsFinal& final = {});
   /// Shards the last run used.
   int last_shards() const { return last_shards_; }
-  /// Seconds, summed over the runs, that the shards' threads waited for the slowest shard at
-  /// the end of a run (the wall time of the shards' parallel region minus the mean of the
-  /// shards' own times), and that wall time: their ratio is the load imbalance.
+  /// Seconds, summed over the runs, that the shards' threads spent after their shards waiting
+  /// for the slowest shard, summing the finished gradients meanwhile (the wall time of the
+  /// shards' parallel region minus the mean of the shards' own times), and that wall time:
+  /// their ratio is the load imbalance.
   double idle_seconds() const { return idle_seconds_; }
   double region_seconds() const { return region_seconds_; }
 
