@@ -9,6 +9,7 @@
 #include <omp.h>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 #include "anuvad/decode/beam.h"
 #include "anuvad/nn/loss.h"
 
@@ -30,9 +31,8 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
   const Index R = logits.rows(), V = logits.cols();
   out.assign(size_t(R) * take, Proposal{-std::numeric_limits<Scalar>::infinity(), -1});
   const bool parallel = double(R) * double(V) >= 65536.0 && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (Index r = 0; r < R; ++r) {
-    if (!wanted[size_t(r)]) continue;
+  parallel_for(R, parallel, [&](Index r) {
+    if (!wanted[size_t(r)]) return;
     const auto z = logits.row(r);
     const Scalar lse = log_probs ? Scalar(0) : logsumexp(z);
     Proposal* best = out.data() + size_t(r) * take;  // sorted, best first
@@ -61,7 +61,7 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
         continue;
       for (Index u = v; u < v + len; ++u) consider(u);
     }
-  }
+  });
 }
 
 /// Runs the beam searches of a batch in lockstep on the decoder states, one per model, until

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 #include "anuvad/nn/loss.h"
 
 namespace anuvad {
@@ -41,9 +42,8 @@ void ensemble_log_probs(const Ensemble& ensemble, const std::vector<Mat>& logits
   const Index R = logits.front().rows(), V = logits.front().cols();
   out.resize(R, V);
   const bool parallel = double(R) * double(V) * double(logits.size()) >= 65536.0 && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (Index r = 0; r < R; ++r) {
-    if (!wanted[size_t(r)]) continue;
+  parallel_for(R, parallel, [&](Index r) {
+    if (!wanted[size_t(r)]) return;
     for (size_t i = 0; i < logits.size(); ++i) {
       const auto z = logits[i].row(r);
       const Scalar lse = logsumexp(z);
@@ -53,7 +53,7 @@ void ensemble_log_probs(const Ensemble& ensemble, const std::vector<Mat>& logits
       else
         out.row(r) += w * (z.array() - lse).matrix();
     }
-  }
+  });
 }
 
 }  // namespace anuvad

@@ -10,6 +10,7 @@
 #include <omp.h>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 namespace anuvad {
 
@@ -104,8 +105,7 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
   // nested (the incremental decoder already runs row blocks in parallel).
   const double work = double(n_pairs) * s.n_queries * s.n_keys * double(d_head);
   const bool parallel = n_pairs > 1 && work >= 32768.0 && !omp_in_parallel();
-#pragma omp parallel for schedule(dynamic) if (parallel)
-  for (int bh = 0; bh < n_pairs; ++bh) {
+  parallel_for<Schedule::kDynamic>(n_pairs, parallel, [&](int bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
     const int sentence = s.batch_offset + b;  // index into kv_index, the packings and the mask
     const Index kv = s.kv_index ? (*s.kv_index)[sentence] : sentence;
@@ -127,7 +127,7 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
     } else {
       cb.noalias() = p * vb;
     }
-  }
+  });
 }
 
 MultiHeadAttention::MultiHeadAttention(ParamRegistry& reg, const std::string& prefix,
@@ -188,8 +188,7 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
   const bool dropped = cache.drop.size() > 0;
   const int n_queries = q_rows.max_length;
   const int n_pairs = q_rows.batch_size() * n_heads_;
-#pragma omp parallel for schedule(dynamic) if (n_pairs > 1)
-  for (int bh = 0; bh < n_pairs; ++bh) {
+  parallel_for<Schedule::kDynamic>(n_pairs, n_pairs > 1 && !omp_in_parallel(), [&](int bh) {
     const int b = bh / n_heads_, h = bh % n_heads_;
     const Index q0 = q_rows.offsets[b], nq = q_rows.lengths[b];
     const Index k0 = kv_rows.offsets[b], nk = kv_rows.lengths[b];
@@ -216,7 +215,7 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
     dp *= scale;
     dq.block(q0, h * d_head, nq, d_head).noalias() = dp * kb;
     dk.block(k0, h * d_head, nk, d_head).noalias() = dp.transpose() * qb;
-  }
+  });
   const bool self = (&dx_q == &dx_kv);
   q_proj.backward(dq, x_q, dx_q);
   k_proj.backward(dk, x_kv, dx_kv, /*accumulate=*/self);

@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 
 namespace anuvad {
 
@@ -47,8 +48,7 @@ void fill_row(uint64_t row_key, const DropRule rule, Scalar* out, Index cols) {
 template <typename Fill>
 void for_each_sentence(int batch, Index elements, const Fill& fill) {
   const bool parallel = batch > 1 && elements >= (Index(1) << 16) && !omp_in_parallel();
-#pragma omp parallel for schedule(static) if (parallel)
-  for (int b = 0; b < batch; ++b) fill(b);
+  parallel_for(batch, parallel, fill);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/parallel.h"
 #include "anuvad/core/reduce.h"
 
 namespace anuvad {
@@ -29,13 +30,12 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
   std::vector<double> row_loss(n, 0.0), row_nll(n, 0.0);
   if (dlogits) dlogits->resize(n, v);
   std::atomic<bool> bad_label{false};
-#pragma omp parallel for schedule(static)
-  for (Index r = 0; r < n; ++r) {
+  parallel_for(n, !omp_in_parallel(), [&](Index r) {
     const int32_t y = labels[r];
     if (y == kPadId || y < 0 || y >= v) {
       if (y != kPadId) bad_label = true;
       if (dlogits) dlogits->row(r).setZero();
-      continue;
+      return;
     }
     const auto z = logits.row(r);
     const Scalar m = z.maxCoeff();
@@ -58,7 +58,7 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
       e = e.array() * static_cast<Scalar>(inv / sum_exp) - static_cast<Scalar>(eps / v * inv);
       e[y] -= static_cast<Scalar>((1 - eps) * inv);
     }
-  }
+  });
   if (bad_label) throw ShapeError("loss: label id outside the vocabulary");
   LossStats s;
   for (Index r = 0; r < n; ++r) {
@@ -83,9 +83,8 @@ LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& l
   std::vector<double> row_kl(n, 0.0);
   // ½(KL(p‖q) + KL(q‖p)) = ½ Σ_k (p_k − q_k)(log p_k − log q_k); its gradient with respect to
   // logits_a is ½(p ⊙ (d − KL(p‖q)) + p − q), d = log p − log q, and symmetrically for b.
-#pragma omp parallel for schedule(static)
-  for (Index r = 0; r < n; ++r) {
-    if (labels[r] == kPadId) continue;
+  parallel_for(n, !omp_in_parallel(), [&](Index r) {
+    if (labels[r] == kPadId) return;
     thread_local RowVec log_p, log_q, p, q;
     log_p = logits_a.row(r).array() - logsumexp(logits_a.row(r));
     log_q = logits_b.row(r).array() - logsumexp(logits_b.row(r));
@@ -103,7 +102,7 @@ LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& l
       dlogits_b->row(r).array() +=
           w * (q.array() * (-d.array() - static_cast<Scalar>(kl_qp)) + q.array() - p.array());
     }
-  }
+  });
   LossStats s;
   s.n_tokens = a.n_tokens;
   s.nll_sum = 0.5 * (a.nll_sum + b.nll_sum);
