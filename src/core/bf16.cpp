@@ -397,7 +397,8 @@ void onednn_affine(const X& x, const Bf16Matrix& w, const Mat& bias, Y y) {  // 
   };
   const Index n = w.rows;
   const int threads = split_threads();
-  if (threads <= 1 || double(m) * double(n) * double(w.cols) < kBf16SplitMinMultiplyAdds) return run(0, n);
+  const double min_split = StepTeam::current() ? kBf16TeamSplitMinMultiplyAdds : kBf16SplitMinMultiplyAdds;
+  if (threads <= 1 || double(m) * double(n) * double(w.cols) < min_split) return run(0, n);
   split_run(threads, [&](Index t, Index nt) {
     const Index c0 = n * t / nt / 4 * 4, c1 = t + 1 == nt ? n : n * (t + 1) / nt / 4 * 4;
     if (c1 > c0) run(c0, c1);

@@ -138,6 +138,12 @@ void set_bf16_auto_kernel(Bf16Kernel kernel);
 /// the split from 32,768 / 262,144 multiply-adds: tiny 10,971-31,550 / 16,948-36,827, small
 /// 3,991-4,144 / 4,583-5,441, base 744-760 / 676-756 (131,072 and 1,048,576: no better).
 inline constexpr double kBf16SplitMinMultiplyAdds = 262144.0;
+/// The same on a StepTeam (core/step_team.h: a batch-1 decoding step), where handing a column
+/// range to the other thread costs ~0.7 µs rather than a fork/join: small's self-attention
+/// projections (196,608) split too. Small, bfloat16 cached greedy at batch 1, 2 threads, 14
+/// alternated rounds against 262,144: faster in 10, median 6,273 against 6,107 tok/s in the
+/// last 8 (65,536: 5,052 against 4,931 in 6 rounds, behind 131,072's 5,978).
+inline constexpr double kBf16TeamSplitMinMultiplyAdds = 131072.0;
 
 /// Rows bf16_affine multiplies per pass: it keeps an interleaved float32 copy of that many rows
 /// of x per calling thread (at k = d_ff 2048: 2 MiB), whatever m is (scoring a long batch).
@@ -154,8 +160,9 @@ inline constexpr Index kBf16MaxRowsPerCall = 256;
 /// rows or more run on OpenBLAS, core/gemm.h). Called outside a parallel region with at least
 /// kBf16SplitMinMultiplyAdds multiply-adds, the own paths split the output columns across
 /// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme) and oneDNN
-/// runs on as many (its OpenMP build shares the pool); inside one of anuvad's parallel regions
-/// either runs on the calling thread. On the base decoder's products, one thread, the own
+/// runs on as many (its OpenMP build shares the pool); on the caller's StepTeam the own paths
+/// split from kBf16TeamSplitMinMultiplyAdds across the team; inside one of anuvad's parallel
+/// regions either runs on the calling thread. On the base decoder's products, one thread, the own
 /// AVX-512 BF16 path made 16 GMAC/s at 1 row (float32 Eigen GEMV: 7.4), 21 at 4 rows, and 50 at
 /// 32 rows, against 43 for float32 OpenBLAS (tests/bench/README.md, "bfloat16 weights"); oneDNN
 /// made 1.4-1.9x the own path's rate at 4-256 rows (2 threads). Throws ShapeError on a size
