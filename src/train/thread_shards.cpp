@@ -96,13 +96,13 @@ class OverlappedSum {
   void help() {
     while (true) {
       size_t i = cursor_.load(std::memory_order_relaxed);
-      if (i == 0) return;
+      // Once every shard is done, the rest is summed after the region, each parameter split
+      // across the threads (claimed whole here, the large embeddings would leave one thread idle).
+      if (i == 0 || done_.load(std::memory_order_acquire) == shards_) return;
       size_t ready = 0;  // parameters >= ready are final in every shard
       for (const auto& f : first_final_) ready = std::max(ready, f.load(std::memory_order_acquire));
       if (i - 1 >= ready) {
         if (cursor_.compare_exchange_weak(i, i - 1, std::memory_order_acq_rel)) params_.sum_gradient_slots(i - 1, i);
-      } else if (done_.load(std::memory_order_acquire) == shards_) {
-        return;
       } else {
         _mm_pause();
       }
