@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <limits>
 
-#include <omp.h>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/parallel.h"
@@ -30,8 +29,7 @@ void top_proposals(const Mat& logits, int take, bool allow_unk, const std::vecto
                    std::vector<Proposal>& out, bool log_probs = false) {
   const Index R = logits.rows(), V = logits.cols();
   out.assign(size_t(R) * take, Proposal{-std::numeric_limits<Scalar>::infinity(), -1});
-  const bool parallel = double(R) * double(V) >= 65536.0 && !omp_in_parallel();
-  parallel_for(R, parallel, [&](Index r) {
+  parallel_for(R, double(R) * double(V) >= 65536.0, [&](Index r) {
     if (!wanted[size_t(r)]) return;
     const auto z = logits.row(r);
     const Scalar lse = log_probs ? Scalar(0) : logsumexp(z);

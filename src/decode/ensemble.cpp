@@ -5,7 +5,6 @@
 #include <cmath>
 #include <string>
 
-#include <omp.h>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/parallel.h"
@@ -41,8 +40,7 @@ void ensemble_log_probs(const Ensemble& ensemble, const std::vector<Mat>& logits
   ANUVAD_CHECK_SHAPE(logits.size() == ensemble.size(), "one logits matrix per ensemble model");
   const Index R = logits.front().rows(), V = logits.front().cols();
   out.resize(R, V);
-  const bool parallel = double(R) * double(V) * double(logits.size()) >= 65536.0 && !omp_in_parallel();
-  parallel_for(R, parallel, [&](Index r) {
+  parallel_for(R, double(R) * double(V) * double(logits.size()) >= 65536.0, [&](Index r) {
     if (!wanted[size_t(r)]) return;
     for (size_t i = 0; i < logits.size(); ++i) {
       const auto z = logits[i].row(r);

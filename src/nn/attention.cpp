@@ -7,7 +7,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include <omp.h>
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/parallel.h"
@@ -104,7 +103,7 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
   // A parallel region costs microseconds: worth it only above ~32k multiply-adds, and never
   // nested (the incremental decoder already runs row blocks in parallel).
   const double work = double(n_pairs) * s.n_queries * s.n_keys * double(d_head);
-  const bool parallel = n_pairs > 1 && work >= 32768.0 && !omp_in_parallel();
+  const bool parallel = work >= 32768.0;
   parallel_for<Schedule::kDynamic>(n_pairs, parallel, [&](int bh) {
     const int b = bh / s.n_heads, h = bh % s.n_heads;
     const int sentence = s.batch_offset + b;  // index into kv_index, the packings and the mask
@@ -188,7 +187,7 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
   const bool dropped = cache.drop.size() > 0;
   const int n_queries = q_rows.max_length;
   const int n_pairs = q_rows.batch_size() * n_heads_;
-  parallel_for<Schedule::kDynamic>(n_pairs, n_pairs > 1 && !omp_in_parallel(), [&](int bh) {
+  parallel_for<Schedule::kDynamic>(n_pairs, true, [&](int bh) {
     const int b = bh / n_heads_, h = bh % n_heads_;
     const Index q0 = q_rows.offsets[b], nq = q_rows.lengths[b];
     const Index k0 = kv_rows.offsets[b], nk = kv_rows.lengths[b];

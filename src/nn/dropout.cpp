@@ -1,7 +1,6 @@
 // Counter-based dropout masks (see include/anuvad/nn/dropout.h).
 #include "anuvad/nn/dropout.h"
 
-#include <omp.h>
 
 #include <algorithm>
 
@@ -47,8 +46,7 @@ void fill_row(uint64_t row_key, const DropRule rule, Scalar* out, Index cols) {
 /// the split changes nothing).
 template <typename Fill>
 void for_each_sentence(int batch, Index elements, const Fill& fill) {
-  const bool parallel = batch > 1 && elements >= (Index(1) << 16) && !omp_in_parallel();
-  parallel_for(batch, parallel, fill);
+  parallel_for(batch, elements >= (Index(1) << 16), fill);
 }
 
 }  // namespace

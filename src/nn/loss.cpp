@@ -30,7 +30,7 @@ LossStats label_smoothed_cross_entropy(const Mat& logits, const TokenIds& labels
   std::vector<double> row_loss(n, 0.0), row_nll(n, 0.0);
   if (dlogits) dlogits->resize(n, v);
   std::atomic<bool> bad_label{false};
-  parallel_for(n, !omp_in_parallel(), [&](Index r) {
+  parallel_for(n, true, [&](Index r) {
     const int32_t y = labels[r];
     if (y == kPadId || y < 0 || y >= v) {
       if (y != kPadId) bad_label = true;
@@ -83,7 +83,7 @@ LossStats rdrop_loss(const Mat& logits_a, const Mat& logits_b, const TokenIds& l
   std::vector<double> row_kl(n, 0.0);
   // ½(KL(p‖q) + KL(q‖p)) = ½ Σ_k (p_k − q_k)(log p_k − log q_k); its gradient with respect to
   // logits_a is ½(p ⊙ (d − KL(p‖q)) + p − q), d = log p − log q, and symmetrically for b.
-  parallel_for(n, !omp_in_parallel(), [&](Index r) {
+  parallel_for(n, true, [&](Index r) {
     if (labels[r] == kPadId) return;
     thread_local RowVec log_p, log_q, p, q;
     log_p = logits_a.row(r).array() - logsumexp(logits_a.row(r));
