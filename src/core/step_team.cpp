@@ -9,16 +9,17 @@ namespace anuvad {
 thread_local StepTeam* StepTeam::current_ = nullptr;
 std::atomic<uint64_t> StepTeam::started_{0};
 
+void spin_relax(uint32_t polls) {
+  if (polls < 4096 || (polls & 63) != 0) _mm_pause();
+  else sched_yield();
+}
+
 namespace {
 
-/// Spins while pred() holds: a pause per poll, and from 4,096 polls on a sched_yield every 64,
-/// so that a waiting thread gives its core away when the machine has more threads than cores.
+/// Spins while pred() holds (spin_relax per poll).
 template <typename Pred>
 void spin_while(Pred&& pred) {
-  for (uint32_t polls = 0; pred(); ++polls) {
-    if (polls < 4096 || (polls & 63) != 0) _mm_pause();
-    else sched_yield();
-  }
+  for (uint32_t polls = 0; pred(); ++polls) spin_relax(polls);
 }
 
 }  // namespace

@@ -1,7 +1,6 @@
 // Data parallelism across threads (see include/anuvad/train/thread_shards.h).
 #include "anuvad/train/thread_shards.h"
 
-#include <immintrin.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -10,6 +9,7 @@
 #include <string>
 
 #include "anuvad/core/error.h"
+#include "anuvad/core/step_team.h"
 
 namespace anuvad {
 
@@ -94,7 +94,7 @@ class OverlappedSum {
   }
   /// Sums claimable parameters until every shard is done; called by a thread with no shard left.
   void help() {
-    while (true) {
+    for (uint32_t polls = 0;;) {
       size_t i = cursor_.load(std::memory_order_relaxed);
       // Once every shard is done, the rest is summed after the region, each parameter split
       // across the threads (claimed whole here, the large embeddings would leave one thread idle).
@@ -104,7 +104,7 @@ class OverlappedSum {
       if (i - 1 >= ready) {
         if (cursor_.compare_exchange_weak(i, i - 1, std::memory_order_acq_rel)) params_.sum_gradient_slots(i - 1, i);
       } else {
-        _mm_pause();
+        spin_relax(polls++);  // (yields the core now and then: the busy shard may need it)
       }
     }
   }

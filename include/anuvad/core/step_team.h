@@ -14,6 +14,11 @@
 
 namespace anuvad {
 
+/// One poll of a spin-wait that has polled `polls` times before: a pause, and from 4,096 polls
+/// on a sched_yield every 64, so that a waiting thread gives its core away when the machine has
+/// more threads than cores (StepTeam's workers, training shards summing while they wait).
+void spin_relax(uint32_t polls);
+
 /// A team of OpenMP threads: thread 0 runs the caller's body; the others wait (spinning, then
 /// yielding) for work that thread 0 posts with split(), run their share, and wait again. While
 /// thread 0 runs serial code the others spin, as OpenMP's own threads do between regions.
