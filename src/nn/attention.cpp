@@ -6,10 +6,16 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/parallel.h"
+
+// GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
+// masked builtins; inlined into Eigen's AVX-512 horizontal sum (Chunk::sum below),
+// -Wuninitialized reports it (as in core/gemm.cpp).
+#pragma GCC diagnostic ignored "-Wuninitialized"
 
 namespace anuvad {
 
@@ -28,6 +34,107 @@ void masked_softmax_row(Row&& row, int n) {
   head = (head.array() - m).exp();
   head /= head.sum();
   if (n < len) row.tail(len - n).setZero();
+}
+
+// One (sentence, head) pair is a few hundred multiply-adds per query row at our lengths: too
+// small for a GEMM (Eigen's packing cost more than its kernel), so the pair kernels below work
+// row by row on the d_head-long rows of Q, K, V in place, with vector loops over d_head and
+// nothing done for masked keys (a causal row reads only its visible prefix).
+
+/// 16 values: one AVX-512 register of floats; loops over d_head step by whole chunks, so that
+/// their sums stay in registers (a head is 64 values in our configurations).
+using Chunk = Eigen::Matrix<Scalar, 1, 16>;
+using ChunkMap = Eigen::Map<const Chunk>;
+
+/// Σ_d a[d]·b[d], d < n.
+inline Scalar dot(const Scalar* a, const Scalar* b, Index n) {
+  Chunk acc0 = Chunk::Zero(), acc1 = Chunk::Zero();
+  Index d = 0;
+  for (; d + 32 <= n; d += 32) {
+    acc0 += ChunkMap(a + d).cwiseProduct(ChunkMap(b + d));
+    acc1 += ChunkMap(a + d + 16).cwiseProduct(ChunkMap(b + d + 16));
+  }
+  if (d + 16 <= n) {
+    acc0 += ChunkMap(a + d).cwiseProduct(ChunkMap(b + d));
+    d += 16;
+  }
+  Scalar sum = (acc0 + acc1).sum();
+  for (; d < n; ++d) sum += a[d] * b[d];
+  return sum;
+}
+
+/// y[d] = Σ_j w[j]·x.row(j)[d], d < n, j < rows in order: a weighted sum of rows, accumulated
+/// in registers 32 values at a time.
+template <typename W, typename Rows>
+inline void weighted_rows(const W& w, const Rows& x, Index rows, Scalar* y, Index n) {
+  Index d = 0;
+  for (; d + 32 <= n; d += 32) {
+    Chunk acc0 = Chunk::Zero(), acc1 = Chunk::Zero();
+    for (Index j = 0; j < rows; ++j) {
+      const Scalar wj = w[j];
+      acc0 += wj * ChunkMap(x.row(j) + d);
+      acc1 += wj * ChunkMap(x.row(j) + d + 16);
+    }
+    Eigen::Map<Chunk>(y + d) = acc0;
+    Eigen::Map<Chunk>(y + d + 16) = acc1;
+  }
+  for (; d < n; ++d) {
+    Scalar acc = 0;
+    for (Index j = 0; j < rows; ++j) acc += w[j] * x.row(j)[d];
+    y[d] = acc;
+  }
+}
+
+/// A [rows, d_head] slice of a row-major matrix: row i starts at data + i·stride (a view; the
+/// kernels only read the slices of their inputs).
+struct HeadRows {
+  Scalar* data;
+  Index stride;
+  Scalar* row(Index i) const { return data + i * stride; }
+};
+
+/// HeadRows of head h of rows r0.. of m ([·, d_model], row-major).
+template <typename M>
+HeadRows head_rows(M& m, Index r0, int h, Index d_head) {
+  return {const_cast<Scalar*>(m.data()) + r0 * m.outerStride() + h * d_head, m.outerStride()};
+}
+
+/// A column of a row-major buffer with `stride` values per row, as weights for weighted_rows.
+struct Column {
+  const Scalar* data;
+  Index stride;
+  Scalar operator[](Index i) const { return data[i * stride]; }
+};
+
+/// The backward pass of one (sentence, head) pair (the file's header gives the equations): dq,
+/// dk, dv are [nq or nk, d_head] slices written here, p the forward's weights [nq, ≥ nk]
+/// (exactly 0 on masked keys, whose dot products are skipped), drop its dropout mask or
+/// {nullptr}. Every sum runs in a fixed order: deterministic.
+void pair_backward(HeadRows q, HeadRows k, HeadRows v, HeadRows dctx, HeadRows p, HeadRows drop,
+                   Index nq, Index nk, Index d_head, Scalar scale, HeadRows dq, HeadRows dk,
+                   HeadRows dv) {
+  thread_local std::vector<Scalar> pd_buf, ds_buf;  // P ⊙ M and dS, [nq, nk]
+  pd_buf.resize(size_t(nq * nk));
+  ds_buf.resize(size_t(nq * nk));
+  Scalar *pd = pd_buf.data(), *ds = ds_buf.data();
+  for (Index i = 0; i < nq; ++i) {
+    const Scalar *pi = p.row(i), *di = drop.data ? drop.row(i) : nullptr, *dci = dctx.row(i);
+    Scalar *pdi = pd + i * nk, *dsi = ds + i * nk;
+    // dP = (dctx·Vᵀ) ⊙ M, then dS = P ⊙ (dP − rowsum(P ⊙ dP)) / √d_k
+    Scalar row_dot = 0;
+    for (Index j = 0; j < nk; ++j) {
+      const Scalar m = di ? di[j] : Scalar(1);
+      pdi[j] = pi[j] * m;
+      dsi[j] = pdi[j] != Scalar(0) ? dot(dci, v.row(j), d_head) * m : Scalar(0);
+      row_dot += pi[j] * dsi[j];
+    }
+    for (Index j = 0; j < nk; ++j) dsi[j] = pi[j] * (dsi[j] - row_dot) * scale;
+    weighted_rows(dsi, k, nk, dq.row(i), d_head);  // dQ = dS·K
+  }
+  for (Index j = 0; j < nk; ++j) {
+    weighted_rows(Column{pd + j, nk}, dctx, nq, dv.row(j), d_head);  // dV = (P ⊙ M)ᵀ·dctx
+    weighted_rows(Column{ds + j, nk}, q, nq, dk.row(j), d_head);     // dK = dSᵀ·Q
+  }
 }
 
 }  // namespace
@@ -109,23 +216,27 @@ void scaled_dot_product_attention_into(const Eigen::Ref<const Mat>& q, const Mat
     const int sentence = s.batch_offset + b;  // index into kv_index, the packings and the mask
     const Index kv = s.kv_index ? (*s.kv_index)[sentence] : sentence;
     const SentenceRows r = sentence_rows(s, b, kv);
-    const auto qb = q.block(r.q0, h * d_head, r.nq, d_head);
-    const auto kb = k.block(r.k0, h * d_head, r.nk, d_head);
-    const auto vb = v.block(r.k0, h * d_head, r.nk, d_head);
-    auto p_all = probs.block(Index(bh) * s.n_queries, 0, s.n_queries, s.n_keys);
-    if (r.nq < s.n_queries || r.nk < s.n_keys) p_all.setZero();
-    auto p = p_all.topLeftCorner(r.nq, r.nk);
-    p.noalias() = qb * kb.transpose();
-    p *= scale;
-    for (Index i = 0; i < r.nq; ++i)
-      masked_softmax_row(p.row(i), std::min<int>(mask.visible(sentence, int(i), s.n_keys), int(r.nk)));
-    auto cb = ctx.block(r.q0, h * d_head, r.nq, d_head);
-    if (drop.size() > 0) {
-      const auto db = drop.block(Index(bh) * s.n_queries, 0, r.nq, r.nk);
-      cb.noalias() = p.cwiseProduct(db) * vb;
-    } else {
-      cb.noalias() = p * vb;
+    const HeadRows qh = head_rows(q, r.q0, h, d_head), kh = head_rows(k, r.k0, h, d_head),
+                   vh = head_rows(v, r.k0, h, d_head), ch = head_rows(ctx, r.q0, h, d_head);
+    const HeadRows ph = head_rows(probs, Index(bh) * s.n_queries, 0, 0);
+    const HeadRows dm = drop.size() > 0 ? head_rows(drop, Index(bh) * s.n_queries, 0, 0) : HeadRows{nullptr, 0};
+    thread_local std::vector<Scalar> wd;  // P ⊙ dropout mask, one row
+    wd.resize(size_t(s.n_keys));
+    for (Index i = 0; i < r.nq; ++i) {
+      // S = Q·Kᵀ/√d_k on the visible keys, softmax; ctx = (P ⊙ dropout mask)·V
+      const int n = std::min<int>(mask.visible(sentence, int(i), s.n_keys), int(r.nk));
+      Scalar* p = ph.row(i);
+      const Scalar* qi = qh.row(i);
+      for (int j = 0; j < n; ++j) p[j] = scale * dot(qi, kh.row(j), d_head);
+      masked_softmax_row(Eigen::Map<Eigen::Matrix<Scalar, 1, Eigen::Dynamic>>(p, s.n_keys), n);
+      const Scalar* w = p;
+      if (dm.data) {
+        for (int j = 0; j < n; ++j) wd[j] = p[j] * dm.row(i)[j];
+        w = wd.data();
+      }
+      weighted_rows(w, vh, n, ch.row(i), d_head);
     }
+    for (Index i = r.nq; i < s.n_queries; ++i) std::fill(ph.row(i), ph.row(i) + s.n_keys, Scalar(0));
   });
 }
 
@@ -191,29 +302,12 @@ void MultiHeadAttention::backward(const Mat& dy, const Mat& x_q, const Mat& x_kv
     const int b = bh / n_heads_, h = bh % n_heads_;
     const Index q0 = q_rows.offsets[b], nq = q_rows.lengths[b];
     const Index k0 = kv_rows.offsets[b], nk = kv_rows.lengths[b];
-    const auto qb = cache.q.block(q0, h * d_head, nq, d_head);
-    const auto kb = cache.k.block(k0, h * d_head, nk, d_head);
-    const auto vb = cache.v.block(k0, h * d_head, nk, d_head);
-    const auto p = cache.probs.block(Index(bh) * n_queries, 0, nq, nk);
-    const auto dcb = dctx.block(q0, h * d_head, nq, d_head);
-    // forward: ctx = (P ⊙ M)·V  ⇒  dV = (P ⊙ M)ᵀ·dctx, dP = (dctx·Vᵀ) ⊙ M
-    Mat dp(nq, nk);
-    dp.noalias() = dcb * vb.transpose();
-    if (dropped) {
-      const auto db = cache.drop.block(Index(bh) * n_queries, 0, nq, nk);
-      dv.block(k0, h * d_head, nk, d_head).noalias() = p.cwiseProduct(db).transpose() * dcb;
-      dp.array() *= db.array();
-    } else {
-      dv.block(k0, h * d_head, nk, d_head).noalias() = p.transpose() * dcb;
-    }
-    // forward: P = softmax(S) per row  ⇒  dS = P ⊙ (dP − rowsum(P ⊙ dP)); S = scale·Q·Kᵀ
-    for (Index i = 0; i < nq; ++i) {
-      const Scalar dot = p.row(i).dot(dp.row(i));
-      dp.row(i) = p.row(i).cwiseProduct((dp.row(i).array() - dot).matrix());
-    }
-    dp *= scale;
-    dq.block(q0, h * d_head, nq, d_head).noalias() = dp * kb;
-    dk.block(k0, h * d_head, nk, d_head).noalias() = dp.transpose() * qb;
+    pair_backward(head_rows(cache.q, q0, h, d_head), head_rows(cache.k, k0, h, d_head),
+                  head_rows(cache.v, k0, h, d_head), head_rows(dctx, q0, h, d_head),
+                  head_rows(cache.probs, Index(bh) * n_queries, 0, 0),
+                  dropped ? head_rows(cache.drop, Index(bh) * n_queries, 0, 0) : HeadRows{nullptr, 0},
+                  nq, nk, d_head, scale, head_rows(dq, q0, h, d_head), head_rows(dk, k0, h, d_head),
+                  head_rows(dv, k0, h, d_head));
   });
   const bool self = (&dx_q == &dx_kv);
   q_proj.backward(dq, x_q, dx_q);
