@@ -179,7 +179,7 @@ TEST_CASE("A shard's error reaches the caller after every shard has stopped", "[
   for (size_t i = 0; i < after_error.size(); ++i) CHECK(model.params().params()[i].grad == after_error[i]);
 }
 
-TEST_CASE("Two shards by default below base's feed-forward size, one from it", "[train][shards]") {
+TEST_CASE("Two shards by default up to base's feed-forward size, one above it", "[train][shards]") {
   ModelConfig cfg;
   cfg.d_model = 256;
   cfg.d_ff = 1024;
@@ -187,6 +187,9 @@ TEST_CASE("Two shards by default below base's feed-forward size, one from it", "
   CHECK(default_thread_shards(cfg, 1) == 1);
   cfg.d_model = 512;
   cfg.d_ff = 2048;
+  CHECK(default_thread_shards(cfg, 2) == 2);
+  cfg.d_model = 1024;
+  cfg.d_ff = 4096;
   CHECK(default_thread_shards(cfg, 2) == 1);
 }
 

@@ -44,7 +44,7 @@ std::pair<double, double> token_costs(const ModelConfig& cfg) {
 }
 
 int default_thread_shards(const ModelConfig& cfg, int threads) {
-  return double(cfg.d_model) * double(cfg.d_ff) < kThreadShardsMaxFfnWeight ? std::max(1, threads) : 1;
+  return double(cfg.d_model) * double(cfg.d_ff) <= kThreadShardsMaxFfnWeight ? std::max(1, threads) : 1;
 }
 
 namespace {

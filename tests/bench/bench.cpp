@@ -17,7 +17,7 @@
 //                         torch_ref; --clip-norm to add the clipping that fit() does); each
 //                         batch cut into --thread-shards shards computed side by side, one per
 //                         thread, as anuvad train does (train/thread_shards.h; default:
-//                         default_thread_shards, the threads for tiny and small, 1 for base;
+//                         default_thread_shards, the threads for tiny, small and base;
 //                         1 = the whole batch, every product split across the threads)
 //   decode_naive_b1|b64   greedy, 20 tokens per sentence, re-running Transformer::decode
 //                         (teacher forced) on the whole prefix each step, last position's logits

@@ -44,14 +44,17 @@ std::vector<int> balanced_shard_cuts(const Batch& b, int shards, double src_cost
 /// (quadratic in the lengths) are left out: small at these lengths.
 std::pair<double, double> token_costs(const ModelConfig& cfg);
 
-/// Feed-forward weight size (d_model · d_ff values) from which default_thread_shards keeps one
-/// shard: the bench's base config (512 · 2048) measured 426 ms per step with every product
-/// split against 444 with two shards (2 threads), where small (256 · 1024) went from 68.9 to
-/// 60.3 and tiny (64 · 256) from 8.1 to 4.5: large products already keep both threads busy,
-/// and two shards then only add their gradients' extra pass (16 bytes per parameter).
+/// Feed-forward weight size (d_model · d_ff values) above which default_thread_shards keeps one
+/// shard. Measured with 2 threads (anuvad_bench --mode train, the same batches alternated in one
+/// process, median ms per step): tiny (64 · 256) 8.1 → 4.5 and small (256 · 1024) 68.9 → 60.3
+/// with two shards (2026-12-03); base (512 · 2048) had no gain then (426 → 444) but 4.7-10 %
+/// once the shards' gradient sum overlapped the slowest shard (2026-12-05: 497 → 468, 584 → 532,
+/// and 584 → 524 with --clip-norm 1; 11-15 rounds each), for 220 MiB more peak RSS (the second
+/// gradient copy, 4 bytes per parameter: 1,287 → 1,508 MiB). Larger models are unmeasured and
+/// keep one shard: their products keep both threads busy and their gradient copy is larger.
 inline constexpr double kThreadShardsMaxFfnWeight = 512.0 * 2048.0;
 
-/// Shards per batch for `threads` threads: `threads` when d_model · d_ff is below
+/// Shards per batch for `threads` threads: `threads` when d_model · d_ff is at most
 /// kThreadShardsMaxFfnWeight, else 1.
 int default_thread_shards(const ModelConfig& cfg, int threads);
 
