@@ -13,7 +13,7 @@
 #include "anuvad/core/parallel.h"
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_ps() as the unused merge source of their
-// masked builtins; inlined into Eigen's AVX-512 horizontal sum (Chunk::sum below),
+// masked builtins; inlined into Eigen's AVX-512 horizontal sum (dot below),
 // -Wuninitialized reports it (as in core/gemm.cpp).
 #pragma GCC diagnostic ignored "-Wuninitialized"
 
@@ -41,43 +41,51 @@ void masked_softmax_row(Row&& row, int n) {
 // row by row on the d_head-long rows of Q, K, V in place, with vector loops over d_head and
 // nothing done for masked keys (a causal row reads only its visible prefix).
 
-/// 16 values: one AVX-512 register of floats; loops over d_head step by whole chunks, so that
-/// their sums stay in registers (a head is 64 values in our configurations).
-using Chunk = Eigen::Matrix<Scalar, 1, 16>;
-using ChunkMap = Eigen::Map<const Chunk>;
+/// W values: with W = 16, one AVX-512 register of floats. The loops over d_head below step by
+/// whole chunks (32, then 16 and 8 values), so that their sums stay in registers (a head is 64
+/// values in small and base, 16 in tiny).
+template <int W>
+using Chunk = Eigen::Matrix<Scalar, 1, W>;
+template <int W>
+using ChunkMap = Eigen::Map<const Chunk<W>>;
 
 /// Σ_d a[d]·b[d], d < n.
 inline Scalar dot(const Scalar* a, const Scalar* b, Index n) {
-  Chunk acc0 = Chunk::Zero(), acc1 = Chunk::Zero();
+  Chunk<16> acc0 = Chunk<16>::Zero(), acc1 = Chunk<16>::Zero();
   Index d = 0;
   for (; d + 32 <= n; d += 32) {
-    acc0 += ChunkMap(a + d).cwiseProduct(ChunkMap(b + d));
-    acc1 += ChunkMap(a + d + 16).cwiseProduct(ChunkMap(b + d + 16));
+    acc0 += ChunkMap<16>(a + d).cwiseProduct(ChunkMap<16>(b + d));
+    acc1 += ChunkMap<16>(a + d + 16).cwiseProduct(ChunkMap<16>(b + d + 16));
   }
   if (d + 16 <= n) {
-    acc0 += ChunkMap(a + d).cwiseProduct(ChunkMap(b + d));
+    acc0 += ChunkMap<16>(a + d).cwiseProduct(ChunkMap<16>(b + d));
     d += 16;
   }
   Scalar sum = (acc0 + acc1).sum();
+  if (d + 8 <= n) {
+    sum += ChunkMap<8>(a + d).dot(ChunkMap<8>(b + d));
+    d += 8;
+  }
   for (; d < n; ++d) sum += a[d] * b[d];
   return sum;
 }
 
+/// y[d0, d0 + W) = Σ_j w[j]·x.row(j)[d0, d0 + W), j < rows in order, in one register's worth.
+template <int W, typename Weights, typename Rows>
+inline void weighted_chunk(const Weights& w, const Rows& x, Index rows, Scalar* y, Index d0) {
+  Chunk<W> acc = Chunk<W>::Zero();
+  for (Index j = 0; j < rows; ++j) acc += w[j] * ChunkMap<W>(x.row(j) + d0);
+  Eigen::Map<Chunk<W>>(y + d0) = acc;
+}
+
 /// y[d] = Σ_j w[j]·x.row(j)[d], d < n, j < rows in order: a weighted sum of rows, accumulated
-/// in registers 32 values at a time.
-template <typename W, typename Rows>
-inline void weighted_rows(const W& w, const Rows& x, Index rows, Scalar* y, Index n) {
+/// in registers chunk by chunk.
+template <typename Weights, typename Rows>
+inline void weighted_rows(const Weights& w, const Rows& x, Index rows, Scalar* y, Index n) {
   Index d = 0;
-  for (; d + 32 <= n; d += 32) {
-    Chunk acc0 = Chunk::Zero(), acc1 = Chunk::Zero();
-    for (Index j = 0; j < rows; ++j) {
-      const Scalar wj = w[j];
-      acc0 += wj * ChunkMap(x.row(j) + d);
-      acc1 += wj * ChunkMap(x.row(j) + d + 16);
-    }
-    Eigen::Map<Chunk>(y + d) = acc0;
-    Eigen::Map<Chunk>(y + d + 16) = acc1;
-  }
+  for (; d + 32 <= n; d += 32) weighted_chunk<32>(w, x, rows, y, d);
+  if (d + 16 <= n) weighted_chunk<16>(w, x, rows, y, d), d += 16;
+  if (d + 8 <= n) weighted_chunk<8>(w, x, rows, y, d), d += 8;
   for (; d < n; ++d) {
     Scalar acc = 0;
     for (Index j = 0; j < rows; ++j) acc += w[j] * x.row(j)[d];
