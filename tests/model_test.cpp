@@ -67,7 +67,7 @@ void naive_attention(const Mat& q, const Mat& k, const Mat& v, const AttentionSh
 }  // namespace
 
 TEST_CASE("Attention kernel matches a naive loop for n_q != n_k, cache suffixes and fully masked rows", "[model][mask]") {
-  const int n_heads = 2, d_model = 8, batch = 3;
+  const int n_heads = 2, batch = 3;
   const std::vector<int> key_lengths = {5, 0, 3};  // sentence 1 has no visible key at all
   struct Case {
     const char* name;
@@ -80,8 +80,10 @@ TEST_CASE("Attention kernel matches a naive loop for n_q != n_k, cache suffixes 
                        Case{"cross-attention n_q=6 > n_k=5", 6, 5, false, 0, true},
                        Case{"causal square", 5, 5, true, 0, true},
                        Case{"causal, queries are the suffix of the keys (cache)", 2, 5, true, 3, false},
-                       Case{"causal, one query at the end of the cache", 1, 5, true, 4, true}}) {
-    SECTION(c.name) {
+                       Case{"causal, one query at the end of the cache", 1, 5, true, 4, true}})
+  // d_head 4 runs the kernel's scalar loops, 56 its 32-, 16- and 8-value chunks.
+  for (const int d_model : {8, 112}) {
+    SECTION(std::string(c.name) + ", d_head " + std::to_string(d_model / n_heads)) {
       const Mat q = random_mat(Index(batch) * c.n_q, d_model, 1);
       const Mat k = random_mat(Index(batch) * c.n_k, d_model, 2);
       const Mat v = random_mat(Index(batch) * c.n_k, d_model, 3);
