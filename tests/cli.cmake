@@ -35,6 +35,13 @@ foreach(option --train-sets --valid-sets --model --config --seed --cpu-threads -
   anuvad_cli_test(train_help${option} "[ ,]${option}[ =].*anuvad exit status 0 end" train --help)
 endforeach()
 
+# OPENBLAS_CORETYPE forcing a kernel is named in --version (and warned about by `train`); without
+# it OpenBLAS's own choice is not called forced. The variable is read when OpenBLAS loads.
+add_test(NAME cli.version_names_forced_openblas_core
+         COMMAND sh -c [=[OPENBLAS_CORETYPE=Haswell "$0" --version | grep 'core Haswell, forced by OPENBLAS_CORETYPE)' && env -u OPENBLAS_CORETYPE "$0" --version | grep '^BLAS: ' | grep -v forced]=]
+                 $<TARGET_FILE:anuvad>)
+set_tests_properties(cli.version_names_forced_openblas_core PROPERTIES LABELS cli TIMEOUT 20)
+
 # An unknown option is a usage error, not a crash.
 anuvad_cli_test(unknown_option "--no-such-option.*anuvad exit status [1-9][0-9]* end"
                 translate --no-such-option)

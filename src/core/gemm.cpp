@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <mutex>
 
 #include "anuvad/core/error.h"
@@ -183,6 +184,11 @@ void start_gemm_stats() {
   g_counting = true;
 }
 
+std::string gemm_forced_core() {
+  const char* coretype = std::getenv("OPENBLAS_CORETYPE");
+  return coretype == nullptr ? std::string() : std::string(coretype);
+}
+
 std::string gemm_backend() {
   // openblas_get_config(): "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ... USE_OPENMP ...".
   const std::string config = openblas_get_config();
@@ -190,8 +196,9 @@ std::string gemm_backend() {
   const char* threads = config.find("USE_OPENMP") != std::string::npos        ? "OpenMP"
                         : config.find("SINGLE_THREADED") != std::string::npos ? "single-threaded"
                                                                               : "pthreads";
+  const char* forced = gemm_forced_core().empty() ? "" : ", forced by OPENBLAS_CORETYPE";
   return config.substr(0, version_end) + " (" + threads + ", core " + openblas_get_corename() +
-         ") for >= " + std::to_string(kGemmBlasMinRows) + " rows, Eigen " +
+         forced + ") for >= " + std::to_string(kGemmBlasMinRows) + " rows, Eigen " +
          std::to_string(EIGEN_WORLD_VERSION) + "." + std::to_string(EIGEN_MAJOR_VERSION) + "." +
          std::to_string(EIGEN_MINOR_VERSION) + " below";
 }

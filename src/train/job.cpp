@@ -294,6 +294,10 @@ void log_setup(const TrainOptions& opts, const JobModel& job) {
                cfg.layer_dropout > 0 ? fmt::format(" | layer dropout {}", cfg.layer_dropout) : std::string(),
                job.model->params().num_elements(), omp_get_max_threads());
   spdlog::info("matrix products: {}", gemm_backend());
+  if (const std::string forced = gemm_forced_core(); !forced.empty())
+    spdlog::warn("OPENBLAS_CORETYPE={} in the environment forces that OpenBLAS kernel; unset it to "
+                 "let OpenBLAS choose the one for this CPU (a forced Haswell kernel trains ~1.5x "
+                 "slower on an AVX-512 CPU)", forced);
   spdlog::info("training: preset {} | lr {} | warm-up {} | lr decay {} | label smoothing {} | R-Drop {} | "
                "exponential smoothing {}",
                opts.preset, opts.learning_rate, opts.warmup_steps,

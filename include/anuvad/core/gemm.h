@@ -50,7 +50,13 @@ void gemm(const Eigen::Ref<const Mat>& a, bool trans_a, const Eigen::Ref<const M
           bool trans_b, Scalar alpha, Scalar beta, Eigen::Ref<Mat> c);
 
 /// The kernels gemm() runs, for logs, `--version` and benchmarks, e.g.
-/// "OpenBLAS 0.3.21 (OpenMP, core Cooperlake) for >= 16 rows, Eigen 3.4.0 below".
+/// "OpenBLAS 0.3.21 (OpenMP, core Cooperlake) for >= 16 rows, Eigen 3.4.0 below"; the core is
+/// followed by ", forced by OPENBLAS_CORETYPE" when gemm_forced_core() is not empty.
 std::string gemm_backend();
+
+/// The value of the OPENBLAS_CORETYPE environment variable when it is set (OpenBLAS then runs
+/// that kernel, read once when the library loads, instead of its own choice for this CPU), else
+/// "". On an AVX-512 CPU a forced Haswell kernel trains the default model ~1.5x slower.
+std::string gemm_forced_core();
 
 }  // namespace anuvad
