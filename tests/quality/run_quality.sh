@@ -69,6 +69,9 @@ fi
 
 echo
 echo "Machine: $(nproc) cores, --cpu-threads $threads, load average $(cut -d' ' -f1-3 /proc/loadavg) at the end; anuvad $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+# The kernel changes the training time and, through rounding, the trajectory (README: a forced
+# OPENBLAS_CORETYPE=Haswell gave another dev curve and 1.5x the time of OpenBLAS's own choice).
+"$anuvad" --version | grep '^BLAS: ' || true
 echo
 echo "| run | preset | training | training time | reported on | greedy chrF2 / BLEU / exact % | beam 4 chrF2 / BLEU / exact % | exact % on its training pairs (greedy) |"
 echo "|---|---|---|---|---|---|---|---|"
