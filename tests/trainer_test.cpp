@@ -17,6 +17,7 @@
 
 #include "anuvad/core/error.h"
 #include "anuvad/core/reduce.h"
+#include "anuvad/core/runtime.h"
 #include "anuvad/io/safetensors.h"
 #include "anuvad/text/corpus.h"
 #include "anuvad/text/metrics.h"
@@ -587,4 +588,46 @@ TEST_CASE("Adam::step follows Kingma & Ba's Algorithm 1 on every value, whatever
   };
   const std::vector<Mat> one = run(1), two = run(2);
   for (size_t i = 0; i < one.size(); ++i) CHECK(one[i] == two[i]);
+}
+
+namespace {
+
+/// AnonHugePages of the process's [heap] mappings (/proc/self/smaps), in KiB.
+long heap_huge_page_kib() {
+  std::ifstream smaps("/proc/self/smaps");
+  long kib = 0;
+  bool in_heap = false;
+  for (std::string line; std::getline(smaps, line);) {
+    if (line.find('-') < line.find(' ') && line.find(':') > line.find(' '))  // a mapping's first line
+      in_heap = line.size() >= 6 && line.compare(line.size() - 6, 6, "[heap]") == 0;
+    else if (in_heap && line.rfind("AnonHugePages:", 0) == 0)
+      kib += std::stol(line.substr(14));
+  }
+  return kib;
+}
+
+}  // namespace
+
+TEST_CASE("back_heap_with_huge_pages moves the heap's buffers onto huge pages, contents kept", "[runtime]") {
+  std::ifstream thp("/sys/kernel/mm/transparent_hugepage/enabled");
+  std::string mode;
+  std::getline(thp, mode);
+  if (mode.empty() || mode.find("[never]") != std::string::npos) {
+    WARN("this kernel has no transparent huge pages: nothing to check");
+    return;
+  }
+#if defined(__SANITIZE_ADDRESS__)
+  WARN("AddressSanitizer's allocator keeps the buffers out of glibc's heap: nothing to check");
+  return;
+#endif
+  configure_allocator();  // (as anuvad does at start-up: a 64 MiB buffer comes from the heap)
+  std::vector<float> buffer(size_t(16) << 20);
+  for (size_t i = 0; i < buffer.size(); ++i) buffer[i] = float(i % 9973);
+  const long before = heap_huge_page_kib();
+  const size_t advised = back_heap_with_huge_pages();
+  CHECK(advised >= (size_t(60) << 20));
+  CHECK(heap_huge_page_kib() >= before + 60 * 1024);  // the buffer's whole 2 MiB pages (MADV_COLLAPSE)
+  size_t changed = 0;
+  for (size_t i = 0; i < buffer.size(); ++i) changed += buffer[i] != float(i % 9973);
+  CHECK(changed == 0);
 }

@@ -13,6 +13,7 @@
 
 #include "anuvad/core/distributed.h"
 #include "anuvad/core/error.h"
+#include "anuvad/core/runtime.h"
 #include "anuvad/nn/loss.h"
 #include "anuvad/train/adam.h"
 #include "anuvad/train/progress.h"
@@ -207,6 +208,10 @@ class Run {
                          ": training loss is NaN or Inf; training stopped, the last saved model is kept");
     const double lr = clip_and_adam_step(model_.params(), adam_, opts_, step_, lr_scale_);
     ema_.update(model_.params(), step_);
+    if (!heap_on_huge_pages_) {  // the parameters, gradients and moments are allocated now
+      heap_on_huge_pages_ = true;
+      back_heap_with_huge_pages();
+    }
 #ifndef NDEBUG
     check_replicas_identical(model_.params(), step_);
 #endif
@@ -416,6 +421,7 @@ class Run {
     buckets_->gradients_final(model_.params(), first);
   }) : GradientsFinal();
   int64_t step_ = 0, tokens_total_ = 0;
+  bool heap_on_huge_pages_ = false;  ///< back_heap_with_huge_pages done (after this run's first update)
   double lr_scale_ = 1;  ///< product of the --lr-decay steps so far
   int first_epoch_ = 1;
   TrainResult result_;

@@ -17,7 +17,7 @@ namespace bench {
             << "\nusage: anuvad_bench --config tiny|small|base --mode MODE [--threads N] "
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
-               "[--clip-norm X] [--thread-shards N] [--check 0|1] [--ceiling FILE] [--min-time S] "
+               "[--clip-norm X] [--thread-shards N] [--check 0|1] [--huge-pages 0|1] [--ceiling FILE] [--min-time S] "
                "[--compute-type float32|bfloat16|int8|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
@@ -45,6 +45,7 @@ Args parse(int argc, char** argv) {
     else if (k == "--clip-norm") a.clip_norm = std::stod(v);
     else if (k == "--thread-shards") a.thread_shards = std::stoi(v);
     else if (k == "--check") a.check = std::stoi(v) != 0;
+    else if (k == "--huge-pages") a.huge_pages = std::stoi(v) != 0;
     else if (k == "--ceiling") a.ceiling = v;
     else if (k == "--min-time") a.min_time = std::stod(v);
     else if (k == "--compute-type") {

@@ -15,6 +15,7 @@ struct Args {
   int threads = 2, repeats = 3, steps = -1, warmup = -1, bs1_sentences = -1, length = 64;
   int batch_sentences = 1;
   int thread_shards = 0;  // training: shards per batch (train/thread_shards.h); 0 = default_thread_shards
+  bool huge_pages = true;  // train: back_heap_with_huge_pages after the first update, as anuvad train
   bool check = true;  // greedy modes: compare with naive batch-1 decoding after timing
   uint64_t seed = 1234;
   double clip_norm = 0, min_time = 0.02;

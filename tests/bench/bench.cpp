@@ -191,6 +191,8 @@ struct Trainer {
   Adam adam;
   ShardedStep sharded;  ///< forward, loss and backward as anuvad train runs them
   int64_t step_no = 0;
+  bool huge_pages = true;  ///< back_heap_with_huge_pages after the first step (--huge-pages)
+  double huge_pages_mib = 0, huge_pages_seconds = 0;  ///< what it advised, and its one-off time
   Trainer(Transformer& m, const BenchConfig& cfg, double clip, uint64_t seed, int thread_shards)
       : model(m), c(cfg), clip_norm(clip), dropout_seed(seed), adam(m.params()), sharded(thread_shards) {}
 
@@ -207,6 +209,11 @@ struct Trainer {
     const double peak = 1.0 / std::sqrt(double(c.d_model) * kWarmupSchedule);
     adam.step(model.params(), inverse_sqrt_lr(peak, step_no, kWarmupSchedule), step_no, clip);
     optimizer_seconds += seconds(t0, Clock::now());
+    if (step_no == 1 && huge_pages) {  // as anuvad train does after its first update
+      const auto h0 = Clock::now();
+      huge_pages_mib = double(back_heap_with_huge_pages()) / double(1 << 20);
+      huge_pages_seconds = seconds(h0, Clock::now());
+    }
     return ls.loss_sum / static_cast<double>(ls.n_tokens);
   }
 };
@@ -220,6 +227,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
   const std::vector<TrainBatch>& warm = data.warm;
   const std::vector<TrainBatch>& batches = data.timed;
   Trainer tr(model, c, a.clip_norm, a.seed + 1, a.thread_shards > 0 ? a.thread_shards : default_thread_shards(model.config(), a.threads));
+  tr.huge_pages = a.huge_pages;
   const double rss_before = peak_rss_mib();
   for (const auto& b : warm) tr.step(b.batch);
   // useful: real tokens and real attention lengths; padded: every sentence at the batch's
@@ -251,7 +259,7 @@ void bench_train(const Args& a, const BenchConfig& c) {
     gf.push_back(padded / t / 1e9);
   }
   json line = {{"mode", "train"}, {"batch_sentences", kTrainBatch}, {"steps_per_repeat", steps},
-           {"warmup_steps", n_warm}, {"repeats", a.repeats}, {"clip_norm", a.clip_norm}, {"thread_shards", tr.sharded.last_shards()},
+           {"warmup_steps", n_warm}, {"repeats", a.repeats}, {"clip_norm", a.clip_norm}, {"huge_pages", a.huge_pages}, {"huge_pages_mib", std::round(tr.huge_pages_mib)}, {"huge_pages_seconds", tr.huge_pages_seconds}, {"thread_shards", tr.sharded.last_shards()},
            {"tgt_tokens_per_s", summarize(tps)}, {"ms_per_step", summarize(ms)},
            {"tgt_tokens_per_step", tgt_tokens / steps}, {"src_tokens_per_step", src_tokens / steps},
            {"padded_tgt_tokens_per_step", padded_tgt / steps},
