@@ -1,7 +1,8 @@
 // The parts of training on their own: option resolution (preset < -c FILE < flags) and the
 // field table behind --dump-config and the resume fingerprint (train/options.h), validators and
 // their best/stalled bookkeeping (train/validator.h), the checkpoint file
-// (train/checkpoint.h) and the progress arithmetic (train/progress.h).
+// (train/checkpoint.h), the progress arithmetic (train/progress.h), Adam and the gradient norm
+// (train/adam.h), and the training state moved onto huge pages (core/runtime.h).
 #include <catch2/catch.hpp>
 #include <omp.h>
 #include <unistd.h>

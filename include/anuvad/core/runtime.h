@@ -24,8 +24,9 @@ void configure_allocator();
 /// test machine (2026-12-05, 6 alternated runs, tests/bench/README.md) it made a base training
 /// step 7 % faster (median 484 → 449 ms) and small 5 % (78.9 → 75.3 ms); tiny unchanged. Call
 /// once the long-lived training state is allocated (train/trainer.cpp: after the first update);
-/// the collapse copies what it moves, once (base: 1,258 MiB in 1.8 s). Returns the bytes
-/// advised (0 off Linux, or where the kernel has no transparent huge pages). Never throws.
+/// the collapse copies what it moves, once (base: 1,258 MiB in 1.5-2.1 s). Returns the bytes
+/// advised: 0 off Linux or where the kernel was built without transparent huge pages (where
+/// they are switched to `never`, the advice is accepted and changes nothing). Never throws.
 std::size_t back_heap_with_huge_pages();
 
 /// Uses `threads` OpenMP threads (0 = leave OpenMP's default, one per core) for the whole process:
