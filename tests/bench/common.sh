@@ -29,6 +29,14 @@ print(json.dumps({"side": "caller_env", "vars": dict(l.rstrip("\n").split("=", 1
   done
 }
 
+# The peers (PyTorch, ONNX Runtime) run with glibc's malloc on transparent huge pages, the
+# setting anuvad's training uses (core/runtime.h back_heap_with_huge_pages): on the Zen 5 test
+# host (kernel THP in `madvise` mode) it made torch_ref's training 12-13 % faster (2026-12-06,
+# 3 alternated rounds: small 223 -> 197, base 1,159 -> 1,008 ms per step); without it the
+# PyTorch side would run handicapped. `peer` CMD... runs CMD with it.
+PEER_GLIBC_TUNABLES="glibc.malloc.hugetlb=1"
+peer() { GLIBC_TUNABLES="$PEER_GLIBC_TUNABLES${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}" "$@"; }
+
 # BENCH: the anuvad_bench binary, (re)built from the current sources unless given.
 bench_build() {
   BENCH="${BENCH:-}"

@@ -144,7 +144,7 @@ theirs() {  # theirs CONFIG b1|b64 GRAPH -> one bench.js process, JSON appended 
   local c="$1" m="$2" g="$3" t0=$SECONDS prefix=()
   [ "$g" = fused ] && prefix=(--prefix fused_)
   bench_note_load "ort $c $m $g"
-  if ! (cd "$ORT_DIR" && node bench.js --config "$c" --mode "$m" "${ort_args[@]}" "${prefix[@]}") \
+  if ! (cd "$ORT_DIR" && peer node bench.js --config "$c" --mode "$m" "${ort_args[@]}" "${prefix[@]}") \
       >> "$OUT/ort/ort.jsonl" 2>> "$OUT/ort/ort.log"; then
     echo "  ORT $c $m $g FAILED (see $OUT/ort/ort.log)" >&2; failed=$((failed + 1))
   fi
