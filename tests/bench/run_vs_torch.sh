@@ -136,7 +136,7 @@ echo "results -> $OUT" >&2
     echo "python: $("$PY" --version 2>&1)"
     echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
     echo "BLAS mode: $BLAS (LD_LIBRARY_PATH prefix: ${lib_path:-none})"
-    echo "peers (torch, ONNX Runtime) run with GLIBC_TUNABLES=$PEER_GLIBC_TUNABLES (malloc on transparent huge pages, as anuvad train)"
+    echo "torch's training and ONNX Runtime run with GLIBC_TUNABLES=$PEER_GLIBC_TUNABLES (malloc on transparent huge pages, as anuvad train); torch's decoding without (it was slower with it)"
   fi
   echo "load at start: $(cat /proc/loadavg)"
 } >> "$OUT/machine.txt"
@@ -152,7 +152,8 @@ theirs() {  # theirs CONFIG MODE
   local c="$1" m="$2"
   local t0=$SECONDS
   bench_note_load "torch $c $m"
-  if ! peer with_blas "$PY" "$TORCH_BENCH_DIR/torch_ref.py" --config "$c" --mode "$m" "${common_args[@]}" \
+  local run=(with_blas); [ "$m" = train ] && run=(peer with_blas)  # huge pages where they help it
+  if ! "${run[@]}" "$PY" "$TORCH_BENCH_DIR/torch_ref.py" --config "$c" --mode "$m" "${common_args[@]}" \
       >> "$OUT/torch/torch_ref.jsonl" 2>> "$OUT/torch/torch_ref.log"; then
     echo "  torch $c $m FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1))
   fi
@@ -170,7 +171,7 @@ if [ "$main" = 1 ]; then
     for dt in bfloat16 int8; do  # PyTorch's own lower-precision decoding beside ours
       if [ "$torch_side" = 1 ] && [[ ",$compute_types," == *,$dt,* ]]; then
         bench_note_load "torch $dt $c decode"
-        PYTHONPATH="$TORCH_BENCH_DIR" peer with_blas "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
+        PYTHONPATH="$TORCH_BENCH_DIR" with_blas "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
           --dtype "$dt" >> "$OUT/torch/torch_$dt.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
           { echo "  torch $dt $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
       fi
