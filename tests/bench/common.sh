@@ -33,11 +33,9 @@ print(json.dumps({"side": "caller_env", "vars": dict(l.rstrip("\n").split("=", 1
 # setting anuvad's training uses (core/runtime.h back_heap_with_huge_pages): on the Zen 5 test
 # host (kernel THP in `madvise` mode) it made torch_ref's training 12-13 % faster (2026-12-06,
 # 3 alternated rounds: small 223 -> 197, base 1,159 -> 1,008 ms per step); without it the
-# PyTorch side would run handicapped. PyTorch's decoding runs without it: in the run of
-# 2026-12-06 01:07 with it, its cached greedy decoding was slower than at 00:14 without it
-# (batch 1 tiny 2,109 -> 1,595, small 954 -> 623 tok/s; base 117 -> 137), while ONNX Runtime
-# was faster with it (small 1,178 -> 1,623, base 236 -> 290; batch 64 7,623 -> 10,104 and
-# 1,751 -> 2,205): not alternated, so measure again before trusting either. `peer` CMD... runs CMD with it.
+# PyTorch side would run handicapped. PyTorch's decoding runs both ways and the summary keeps
+# the faster per mode (alternated, 2026-12-06: faster with it at batch 64, e.g. base cached
+# 1,059 -> 1,446 tok/s; mixed at batch 1; see tests/bench/README.md). `peer` CMD... runs CMD with it.
 PEER_GLIBC_TUNABLES="glibc.malloc.hugetlb=1"
 peer() { GLIBC_TUNABLES="$PEER_GLIBC_TUNABLES${GLIBC_TUNABLES:+:$GLIBC_TUNABLES}" "$@"; }
 
