@@ -136,7 +136,7 @@ echo "results -> $OUT" >&2
     echo "python: $("$PY" --version 2>&1)"
     echo "torch: $("$PY" -c 'import torch; print(torch.__version__)')"
     echo "BLAS mode: $BLAS (LD_LIBRARY_PATH prefix: ${lib_path:-none})"
-    echo "torch's training and ONNX Runtime run with GLIBC_TUNABLES=$PEER_GLIBC_TUNABLES (malloc on transparent huge pages, as anuvad train); torch's decoding without (it was slower with it)"
+    echo "torch's training and ONNX Runtime run with GLIBC_TUNABLES=$PEER_GLIBC_TUNABLES (malloc on transparent huge pages, as anuvad train); torch's decoding once without and once with it, the faster kept per mode (torch/*_hugepages.jsonl)"
   fi
   echo "load at start: $(cat /proc/loadavg)"
 } >> "$OUT/machine.txt"
