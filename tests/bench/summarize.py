@@ -13,8 +13,9 @@ and the best GEMM rate per workload, training (target tokens/s), greedy decoding
 useful GFLOP/s against the ceiling, peak RSS per mode, each with the ratio ours / torch, cached
 greedy decoding against ONNX Runtime, then the anuvad-only tables (greedy through beam_search,
 beam 4, output-length scaling, sentence-length scaling) when those modes were run. Every figure
-is the median (min–max) over the repeats inside one process. RESULTS_DIR/loadavg.tsv gives the
-load average seen before each process started.
+is the median (min–max) over the repeats inside one process; of several torch rows for one
+config, mode and type (its decoding runs with and without huge pages) the fastest is shown.
+RESULTS_DIR/loadavg.tsv gives the load average seen before each process started.
 """
 import argparse
 import json
