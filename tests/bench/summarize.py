@@ -269,7 +269,7 @@ def print_ort(ort, vs_ort, configs):
     print("| config | mode | anuvad compute type | anuvad tok/s | ORT tok/s (best graph) | ours / ORT | ORT per graph "
           "| processes (anuvad / ORT) | anuvad peak RSS MiB | ORT peak RSS MiB | ORT tokens = torch |")
     print("|---|---|---|---|---|---|---|---|---|---|---|")
-    types = sorted({compute_type(r) for r in vs_ort} or {"float32"}, key=lambda t: t != "float32")
+    types = sorted({compute_type(r) for r in vs_ort} or {"float32"}, key=lambda t: (t != "float32", t))
     for c in configs:
         for m, ct in ((m, ct) for m in ("decode_cached_b1", "decode_cached_b64") for ct in types):
             a = [r for r in vs_ort if r["config"] == c and r["mode"] == m and compute_type(r) == ct]
@@ -310,19 +310,26 @@ def best_index(rs):
     """As index(), but of several rows for one key the fastest wins: run_vs_torch.sh runs
     PyTorch's decoding once with glibc's malloc on huge pages (*_hugepages.jsonl) and once
     without, so that each mode is compared against its faster setting."""
-    out = {}
+    out, seen = {}, {}
     for r in rs:
         key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
+        seen[key] = seen.get(key, 0) + 1
         if key not in out or speed(r) > speed(out[key]):
             out[key] = r
+    for key, r in out.items():
+        r["_runs"] = seen[key]  # how many rows competed for this key
     return out
 
 
 def huge_pages_wins(t):
-    """'huge pages faster in N of M rows' over the decoding rows of best_index t."""
+    """A sentence on how often the huge-page run won among the decoding rows of best_index t
+    ('' when no torch decoding row was run both ways)."""
     rows = [r for (c, m, *_), r in t.items() if m in DECODE_MODES]
     n = sum(1 for r in rows if r["_file"].endswith("_hugepages.jsonl"))
-    return f"huge pages faster in {n} of {len(rows)} rows"
+    if not any(r.get("_runs", 1) > 1 for r in rows):
+        return ""
+    return (" Each torch decoding row is the faster of two processes, one with glibc's malloc on "
+            f"transparent huge pages and one without (huge pages faster in {n} of {len(rows)} rows).")
 
 
 def get(ix, config, mode, ct="float32"):
@@ -335,7 +342,7 @@ def get(ix, config, mode, ct="float32"):
 def types_of(ix, config, mode):
     """The compute types of ix's rows for (config, mode), float32 first."""
     return sorted({t for (c, m, _, _, t) in ix if c == config and m == mode} or {"float32"},
-                  key=lambda t: t != "float32")
+                  key=lambda t: (t != "float32", t))
 
 
 def print_setup(ours, torch):
@@ -397,9 +404,7 @@ def print_speed_tables(o, t, configs):
         print("torch bfloat16 / int8: torch_bf16_decode.py (bfloat16: weights and activations in bfloat16, "
               "oneDNN, its best setting on CPUs with AVX-512 BF16; int8: quantize_dynamic of the decoder's "
               "and the generator's nn.Linear modules); '-' where not run. 'ours / torch best' divides by "
-              "the fastest of torch's rows for that mode. Each torch decoding row is the faster of two "
-              "processes, one with glibc's malloc on transparent huge pages and one without "
-              f"({huge_pages_wins(t)}).\n")
+              "the fastest of torch's rows for that mode." + huge_pages_wins(t) + "\n")
         print("| config | mode | anuvad compute type | anuvad tok/s | torch tok/s (float32) | ours / torch "
               "| torch bfloat16 tok/s | ours / torch bfloat16 | torch int8 tok/s | ours / torch int8 "
               "| ours / torch best | anuvad tokens = naive b1 |")
