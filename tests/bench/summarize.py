@@ -292,12 +292,12 @@ def print_ort(ort, vs_ort, configs):
     print()
 
 
+def row_key(r):
+    return (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
+
+
 def index(rs):
-    out = {}
-    for r in rs:
-        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
-        out[key] = r
-    return out
+    return {row_key(r): r for r in rs}  # later rows win
 
 
 def speed(r):
@@ -310,24 +310,21 @@ def best_index(rs):
     """As index(), but of several rows for one key the fastest wins: run_vs_torch.sh runs
     PyTorch's decoding once with glibc's malloc on huge pages (*_hugepages.jsonl) and once
     without, so that each mode is compared against its faster setting."""
-    out, seen = {}, {}
+    out = {}
     for r in rs:
-        key = (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
-        seen[key] = seen.get(key, 0) + 1
+        key = row_key(r)
         if key not in out or speed(r) > speed(out[key]):
             out[key] = r
-    for key, r in out.items():
-        r["_runs"] = seen[key]  # how many rows competed for this key
     return out
 
 
-def huge_pages_wins(t):
-    """A sentence on how often the huge-page run won among the decoding rows of best_index t
-    ('' when no torch decoding row was run both ways)."""
+def huge_pages_note(torch, t):
+    """A sentence on how often the huge-page run won among the decoding rows of best_index t,
+    or '' when no torch decoding process ran on huge pages (torch: all torch rows)."""
+    if not any(r["_file"].endswith("_hugepages.jsonl") for r in torch):
+        return ""
     rows = [r for (c, m, *_), r in t.items() if m in DECODE_MODES]
     n = sum(1 for r in rows if r["_file"].endswith("_hugepages.jsonl"))
-    if not any(r.get("_runs", 1) > 1 for r in rows):
-        return ""
     return (" Each torch decoding row is the faster of two processes, one with glibc's malloc on "
             f"transparent huge pages and one without (huge pages faster in {n} of {len(rows)} rows).")
 
@@ -380,7 +377,7 @@ def print_load(dirs):
               f"other work sharing the cores).\n")
 
 
-def print_speed_tables(o, t, configs):
+def print_speed_tables(o, t, configs, hp_note=""):
     """Training and greedy decoding, both sides, with the ratios ours / torch."""
     # ---- training
     if any(get(o, c, "train") or get(t, c, "train") for c in configs):
@@ -404,7 +401,7 @@ def print_speed_tables(o, t, configs):
         print("torch bfloat16 / int8: torch_bf16_decode.py (bfloat16: weights and activations in bfloat16, "
               "oneDNN, its best setting on CPUs with AVX-512 BF16; int8: quantize_dynamic of the decoder's "
               "and the generator's nn.Linear modules); '-' where not run. 'ours / torch best' divides by "
-              "the fastest of torch's rows for that mode." + huge_pages_wins(t) + "\n")
+              "the fastest of torch's rows for that mode." + hp_note + "\n")
         print("| config | mode | anuvad compute type | anuvad tok/s | torch tok/s (float32) | ours / torch "
               "| torch bfloat16 tok/s | ours / torch bfloat16 | torch int8 tok/s | ours / torch int8 "
               "| ours / torch best | anuvad tokens = naive b1 |")
@@ -537,7 +534,7 @@ def main():
     print_kernels(kernels, ours, torch, ort, ceil)
     print_ceiling(ceil, configs)
 
-    print_speed_tables(o, t, configs)
+    print_speed_tables(o, t, configs, huge_pages_note(torch, t))
     print_useful(o, t, ceil, configs, ["train"] + DECODE_MODES)
     print_rss(o, t, configs)
     print_ort(ort, vs_ort, configs)
