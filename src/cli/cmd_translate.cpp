@@ -312,7 +312,7 @@ void add_model_options(CLI::App* sub, ModelOptions& o) {
                   "On the models tried, sentence log-probabilities moved by up to 0.09 nats "
                   "(0.5 %) and dev chrF2 by -0.08 to +0.21. int8: every such matrix quantized per "
                   "output row to 8 bits and each product's activations per row (a quarter of the "
-                  "float32 bytes; AVX-512 VNNI; never chosen by auto)")
+                  "float32 bytes; AVX-512 VNNI or AVX2 kernels; never chosen by auto)")
       ->capture_default_str();  // checked by load_models: a one-line anuvad error
 }
 
@@ -333,8 +333,9 @@ LoadedModels load_models(const ModelOptions& o) {
                  "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, about 2x slower "
                  "than float32");
   if (compute_type == ComputeType::kInt8 && int8_kernels_compiled().back() == Int8Kernel::kScalar)
-    spdlog::warn("--compute-type int8: this build has no AVX-512 VNNI kernel (a portable build, "
-                 "or a CPU without it), so it runs a scalar one, several times slower than float32");
+    spdlog::warn("--compute-type int8: this build has no AVX2 or AVX-512 VNNI int8 kernel (a "
+                 "portable build, ANUVAD_NATIVE=OFF), so it runs a scalar one, several times "
+                 "slower than float32");
   std::vector<TranslationModel> models;
   std::vector<const Transformer*> nets;
   for (const std::string& path : paths) {

@@ -1,5 +1,7 @@
 // int8 quantization and the product x·Wᵀ on int8 weights (see include/anuvad/core/int8.h).
-// Two paths compute the same exact int32 sums: plain C++, and AVX-512 VNNI (VPDPBUSD: 64
+// Three paths compute the same exact int32 sums: plain C++; AVX2 (bytes widened to int16,
+// VPMADDWD: 16 products per instruction, summed 2 at a time into 8 int32 lanes; not VPMADDUBSW,
+// whose int16 pair sums saturate at 255·127·2); and AVX-512 VNNI (VPDPBUSD: 64
 // unsigned-by-signed byte products per instruction, summed 4 at a time into 16 int32 lanes).
 #include "anuvad/core/int8.h"
 
@@ -31,6 +33,7 @@ constexpr Index kInt8MaxCols = 65536;
 struct QuantizedRows {
   std::vector<uint8_t, Eigen::aligned_allocator<uint8_t>> u;  // [m, padded_cols]
   std::vector<float> scale;                                   // [m]
+  std::vector<int16_t, Eigen::aligned_allocator<int16_t>> u16;  // [m, padded_cols]: u widened (AVX2 path)
 };
 
 /// u = nearbyint(x·(127/amax)) + 128 (round half to even) for `k` values of one row, and the
@@ -93,6 +96,63 @@ void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const 
     }
   }
 }
+
+#ifdef __AVX2__
+/// R rows × 1 panel (16 output columns) at panel p: per k-quad, the panel's 64 weight bytes
+/// widened to int16 in 4 vectors (4 weight rows × 4 values each), R broadcasts of the row's 4
+/// int16 activations, 4·R VPMADDWD into int32 pair sums (2 per weight row); the pairs are summed
+/// at the end and each output finished as scalar_columns does (finish()).
+template <int R, class T>
+void avx2_tile(const int16_t* u16, const float* x_scale, const Int8Matrix& w, Index p,
+               const T* bias, T* y, Index ldy) {
+  const Index k = w.padded_cols();
+  const int8_t* wp = w.data.data() + p * kInt8Panel * k;
+  __m256i acc[R][4];
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
+  for (Index i = 0; i < k; i += 4) {
+    __m256i wv[4];
+    for (int j = 0; j < 4; ++j)
+      wv[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + i * kInt8Panel + 16 * j)));
+    for (int r = 0; r < R; ++r) {
+      int64_t quad;
+      std::memcpy(&quad, u16 + r * k + i, sizeof quad);
+      const __m256i xv = _mm256_set1_epi64x(quad);
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(wv[j], xv));
+    }
+  }
+  // hadd of the pair sums of weight rows 0-3 and 4-7 gives rows 0 1 4 5 | 2 3 6 7: reordered.
+  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
+  const Index c0 = p * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c0);
+  for (int r = 0; r < R; ++r) {
+    alignas(32) int32_t sums[kInt8Panel];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums),
+                       _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), order));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8),
+                       _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][2], acc[r][3]), order));
+    for (Index c = 0; c < valid; ++c) y[r * ldy + c0 + c] = finish(sums[c], x_scale[r], w, c0 + c, bias);
+  }
+}
+
+/// Panels p0..p1 in blocks of 32 rows (their int16 activations reread from L1/L2 across the
+/// panels), each panel's rows in tiles of 2 (the 8 sums, 4 weight and 1 activation vectors
+/// fit the 16 ymm registers) and a last single row.
+template <class T>
+void avx2_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
+                 Index ldy, Index p0, Index p1) {
+  constexpr Index kRowBlock = 32;
+  const Index k = w.padded_cols();
+  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
+    const Index rows = std::min(kRowBlock, m - r0);
+    for (Index p = p0; p < p1; ++p) {
+      Index r = r0;
+      for (; r + 2 <= r0 + rows; r += 2)
+        avx2_tile<2>(q.u16.data() + r * k, q.scale.data() + r, w, p, bias, y + r * ldy, ldy);
+      if (r < r0 + rows) avx2_tile<1>(q.u16.data() + r * k, q.scale.data() + r, w, p, bias, y + r * ldy, ldy);
+    }
+  }
+}
+#endif
 
 #ifdef __AVX512VNNI__
 /// R rows × C panels (16·C output columns) from panel p on: per k-quad, R broadcasts of 4 bytes
@@ -174,6 +234,10 @@ void panel_range(Int8Kernel kernel, const QuantizedRows& q, Index m, const Int8M
   if constexpr (std::is_same_v<T, float>)
     if (kernel == Int8Kernel::kAvx512Vnni) return vnni_panels(q, m, w, bias, y, ldy, p0, p1);
 #endif
+#ifdef __AVX2__
+  if constexpr (std::is_same_v<T, float>)
+    if (kernel == Int8Kernel::kAvx2) return avx2_panels(q, m, w, bias, y, ldy, p0, p1);
+#endif
   (void)kernel;
   scalar_columns(q, m, w, bias, y, ldy, p0 * kInt8Panel, std::min(w.rows, p1 * kInt8Panel));
 }
@@ -181,12 +245,17 @@ void panel_range(Int8Kernel kernel, const QuantizedRows& q, Index m, const Int8M
 /// `kernel` checked against this build's paths; kAuto → the widest. Allocates nothing (it runs
 /// in every product of a decoding step).
 Int8Kernel resolve(Int8Kernel kernel) {
-#ifdef __AVX512VNNI__
+#if defined(__AVX512VNNI__)
   constexpr Int8Kernel widest = Int8Kernel::kAvx512Vnni;
+#elif defined(__AVX2__)
+  constexpr Int8Kernel widest = Int8Kernel::kAvx2;
 #else
   constexpr Int8Kernel widest = Int8Kernel::kScalar;
 #endif
   if (kernel == Int8Kernel::kAuto) return widest;
+#ifdef __AVX2__
+  if (kernel == Int8Kernel::kAvx2) return kernel;
+#endif
   if (kernel != Int8Kernel::kScalar && kernel != widest)
     throw ConfigError("int8 kernel " + int8_kernel_name(kernel) + " is not compiled into this build");
   return kernel;
@@ -231,6 +300,9 @@ Mat from_int8(const Int8Matrix& w) {
 
 std::vector<Int8Kernel> int8_kernels_compiled() {
   std::vector<Int8Kernel> k{Int8Kernel::kScalar};
+#ifdef __AVX2__
+  k.push_back(Int8Kernel::kAvx2);
+#endif
 #ifdef __AVX512VNNI__
   k.push_back(Int8Kernel::kAvx512Vnni);
 #endif
@@ -240,6 +312,7 @@ std::vector<Int8Kernel> int8_kernels_compiled() {
 std::string int8_kernel_name(Int8Kernel kernel) {
   switch (kernel) {
     case Int8Kernel::kScalar: return "scalar";
+    case Int8Kernel::kAvx2: return "avx2";
     case Int8Kernel::kAvx512Vnni: return "avx512vnni";
     default: return int8_kernel_name(resolve(kernel));
   }
@@ -258,6 +331,7 @@ void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat&
   // Reused: a decoding step allocates nothing after the first.
   thread_local QuantizedRows quantized;
   quantize_rows(x.data(), x.outerStride(), m, k, w.padded_cols(), quantized);
+  if (kernel == Int8Kernel::kAvx2) quantized.u16.assign(quantized.u.begin(), quantized.u.end());
   const QuantizedRows& q = quantized;  // the caller's buffer, also inside the region below
   using T = Mat::Scalar;
   const T* b = bias.size() > 0 ? bias.data() : nullptr;
