@@ -50,7 +50,12 @@ int main() {
                            {64, 512, 512},  {64, 512, 2048},  {64, 2048, 512},  {64, 512, 8000}};
   std::printf("threads %d; bfloat16 kernel %s; int8 kernel %s\n", omp_get_max_threads(),
               bf16_kernel_name(Bf16Kernel::kAuto).c_str(), int8_kernel_name(Int8Kernel::kAuto).c_str());
-  std::printf("| rows x in x out | bfloat16 GOP/s | int8 GOP/s | int8 / bfloat16 |\n|---|---|---|---|\n");
+  // The widest of anuvad's own bfloat16 paths (no BLAS, no oneDNN), beside what kAuto runs.
+  Bf16Kernel own = Bf16Kernel::kScalar;
+  for (const Bf16Kernel kernel : bf16_kernels_compiled())
+    if (kernel != Bf16Kernel::kBlas && kernel != Bf16Kernel::kOnednn) own = kernel;
+  std::printf("| rows x in x out | bfloat16 GOP/s | bfloat16 %s GOP/s | int8 GOP/s | int8 / bfloat16 |\n"
+              "|---|---|---|---|---|\n", bf16_kernel_name(own).c_str());
   for (const auto& s : shapes) {
     const Index m = s[0], k = s[1], n = s[2];
     Mat w(n, k), x(m, k), y(m, n);
@@ -60,7 +65,8 @@ int main() {
     const Bf16Matrix wb = to_bf16(w);
     const Int8Matrix wi = to_int8(w);
     const double b = gops([&] { bf16_affine(x, wb, bias, y); }, m, n, k);
+    const double o = gops([&] { bf16_affine(x, wb, bias, y, own); }, m, n, k);
     const double i = gops([&] { int8_affine(x, wi, bias, y); }, m, n, k);
-    std::printf("| %ld x %ld x %ld | %.1f | %.1f | %.2f |\n", long(m), long(k), long(n), b, i, i / b);
+    std::printf("| %ld x %ld x %ld | %.1f | %.1f | %.1f | %.2f |\n", long(m), long(k), long(n), b, o, i, i / b);
   }
 }
