@@ -3,6 +3,8 @@
 // float32 product of the same rounded weights, and decoding the two reference fixture models
 // (tests/data/reference/, pre-norm tied and post-norm untied, 20 training steps) in bfloat16
 // against float32 on the bundled dev sentences.
+#include <algorithm>
+#include <array>
 #include <catch2/catch.hpp>
 #include <omp.h>
 
@@ -107,6 +109,26 @@ TEST_CASE("bf16_affine equals a float32 product of the rounded weights on every 
   }
 }
 
+TEST_CASE("bf16_affine: the AVX2 GEMM path sums as the scalar path, bit for bit", "[bf16]") {
+  const auto compiled = bf16_kernels_compiled();
+  if (std::find(compiled.begin(), compiled.end(), Bf16Kernel::kAvx2Gemm) == compiled.end()) {
+    WARN("no AVX2 GEMM path in this build: nothing to compare");
+    return;
+  }
+  std::mt19937_64 rng(13);
+  // Tiles of 6 rows and every shorter tail; panels of 16 columns and a partial one; k in blocks
+  // of 8 and a tail; more columns than one thread's split.
+  for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{{23, 53, 77}, {64, 300, 512}, {5, 16, 8}}) {
+    const Mat x = random_mat(m, k, rng), bias = random_mat(1, n, rng);
+    const Bf16Matrix w = to_bf16(random_mat(n, k, rng));
+    Mat scalar(m, n), gemm(m, n);
+    bf16_affine(x, w, bias, scalar, Bf16Kernel::kScalar);
+    bf16_affine(x, w, bias, gemm, Bf16Kernel::kAvx2Gemm);
+    INFO("m " << m << ", n " << n << ", k " << k);
+    CHECK(gemm == scalar);
+  }
+}
+
 TEST_CASE("bf16_affine: more rows than one pass takes give each row its own result", "[bf16]") {
   std::mt19937_64 rng(9);
   const Index m = 2 * kBf16MaxRowsPerCall + 3;  // two full passes and a short one
@@ -127,25 +149,28 @@ TEST_CASE("bf16_affine: more rows than one pass takes give each row its own resu
   }
 }
 
-TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, else OpenBLAS from kBf16BlasMinRows, the widest own path below", "[bf16]") {
+TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, else the AVX2 GEMM path or OpenBLAS from kBf16BlasMinRows, the widest own path below", "[bf16]") {
   std::mt19937_64 rng(10);
   const Bf16Matrix w = to_bf16(random_mat(70, 96, rng));
   const Mat bias = random_mat(1, 70, rng);
   Bf16Kernel own = Bf16Kernel::kScalar;
   for (const Bf16Kernel k : bf16_kernels_compiled())
-    if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn) own = k;
-  // Without oneDNN, products of many rows go to OpenBLAS on widened weights unless the own path
-  // multiplies bfloat16 itself (AVX-512 BF16).
-  const bool blas = !bf16_onednn_available() && own != Bf16Kernel::kAvx512Bf16;
+    if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn && k != Bf16Kernel::kAvx2Gemm) own = k;
+  // Without oneDNN, products of many rows go to the AVX2 GEMM path where the widest own path is
+  // AVX2, to OpenBLAS on widened weights unless the own path multiplies bfloat16 itself.
+  const bool batched = !bf16_onednn_available() && own != Bf16Kernel::kAvx512Bf16;
+  const Bf16Kernel batched_path = own == Bf16Kernel::kAvx2 ? Bf16Kernel::kAvx2Gemm : Bf16Kernel::kBlas;
   CHECK(bf16_kernel_name(Bf16Kernel::kAuto) ==
-        (bf16_onednn_available() ? "onednn+" : blas ? "openblas+" : "") + bf16_kernel_name(own));
+        (bf16_onednn_available() ? "onednn+"
+         : batched               ? bf16_kernel_name(batched_path) + "+"
+                                 : std::string()) + bf16_kernel_name(own));
   CHECK((w.onednn != nullptr) == bf16_onednn_available());
   for (const Index m : {kOnednnMinRows - 1, kOnednnMinRows, kBf16BlasMinRows - 1, kBf16BlasMinRows, Index(37)}) {
     const Mat x = random_mat(m, 96, rng);
     Mat y(m, 70), expected(m, 70);
     bf16_affine(x, w, bias, y);
     const Bf16Kernel path = bf16_onednn_available() && m >= kOnednnMinRows ? Bf16Kernel::kOnednn
-                            : blas && m >= kBf16BlasMinRows                ? Bf16Kernel::kBlas
+                            : batched && m >= kBf16BlasMinRows             ? batched_path
                                                                            : own;
     bf16_affine(x, w, bias, expected, path);
     INFO("m " << m << ": " << bf16_kernel_name(path));

@@ -105,18 +105,22 @@ Mat from_bf16(const Bf16Matrix& w);
 void pack_for_onednn_only(Bf16Matrix& w);
 
 /// The code paths of bf16_affine. kAuto picks, for products of kOnednnMinRows rows or more,
-/// kOnednn where available; else, for products of kBf16BlasMinRows rows or more, kBlas unless
-/// the widest own path is kAvx512Bf16; and otherwise the widest of anuvad's own paths compiled
+/// kOnednn where available; else, for products of kBf16BlasMinRows rows or more, kAvx2Gemm where
+/// the widest own path is kAvx2, kBlas unless it is kAvx512Bf16; and otherwise the widest of anuvad's own paths compiled
 /// (AVX-512 BF16 dot products, then AVX-512F, then AVX2 with FMA, then scalar C++); the others
 /// are for tests and benchmarks. kAvx512Bf16 and kOnednn round the activations to bfloat16 (the
 /// others keep them float32). kOnednn is oneDNN's matmul (its "brgemm" AVX-512 BF16 kernels) on
 /// weights it packed itself (Bf16Matrix::onednn). kBlas widens the weights, a chunk of rows at a
 /// time, to float32 (exactly) in a per-thread buffer of about kBf16BlasChunkBytes and multiplies
 /// each chunk with OpenBLAS's float32 GEMM (core/gemm.h's library), as fast per row as a float32
-/// product once the rows amortise the widening.
-enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16, kBlas, kOnednn };
+/// product once the rows amortise the widening. kAvx2Gemm (the batched path of an AVX2-only CPU)
+/// widens and transposes kBf16GemmPanel weight rows at a time into a float32 panel [k, 16] and
+/// multiplies it by the rows of x in tiles of 6 rows × 16 columns of FMA accumulators, each sum
+/// in the order of k: the same bits as kScalar, without OpenBLAS's second packing of the widened
+/// weights and its packing of x per chunk.
+enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16, kBlas, kOnednn, kAvx2Gemm };
 /// The paths available in this build on this CPU, narrowest first: kScalar always; kAvx2 under
-/// __AVX2__ and __FMA__; kAvx512 under __AVX512F__; kAvx512Bf16 under __AVX512BF16__; kBlas
+/// __AVX2__ and __FMA__ (kAvx2Gemm after it); kAvx512 under __AVX512F__; kAvx512Bf16 under __AVX512BF16__; kBlas
 /// always; kOnednn last when the build links oneDNN (ANUVAD_ONEDNN) and oneDNN finds AVX-512
 /// BF16 on this CPU.
 std::vector<Bf16Kernel> bf16_kernels_compiled();
@@ -126,8 +130,8 @@ bool bf16_onednn_available();
 /// kernels were faster or equal on the small and base shapes (1 row: 34 vs 24 GFLOP/s at
 /// 256×256; 4 rows: 61-157 vs 73-312), from them on oneDNN was 1.2-2.6x faster.
 inline constexpr Index kOnednnMinRows = 4;
-/// Rows from which kAuto runs a product on kBlas where oneDNN is not available and the widest own
-/// path widens the weights (kAvx2, kAvx512, kScalar). On AMD EPYC family 25 (Zen 3, AVX2 only),
+/// Rows from which kAuto runs a product on kAvx2Gemm or kBlas where oneDNN is not available and
+/// the widest own path widens the weights (kAvx2, kAvx512, kScalar). On AMD EPYC family 25 (Zen 3, AVX2 only),
 /// 2 threads, cached greedy decoding at batch 64 ran 1.5x slower in bfloat16 on the own AVX2
 /// path than in float32 on OpenBLAS (base 1,043 against 1,513 tok/s); the crossover is that of
 /// float32 products (kGemmBlasMinRows, core/gemm.h).
@@ -135,9 +139,11 @@ inline constexpr Index kBf16BlasMinRows = 16;
 /// Bytes of the per-thread float32 buffer kBlas widens a chunk of weight rows into (a multiple of
 /// 16 rows, at least 16 and at most 256): it stays in the core's L2 cache while OpenBLAS packs it.
 inline constexpr Index kBf16BlasChunkBytes = Index(256) << 10;
-/// "onednn", "openblas" (kBlas), "avx512bf16", "avx512", "avx2" or "scalar"; kAuto names the
-/// paths it picks, e.g. "onednn+avx512bf16" (oneDNN from kOnednnMinRows rows, the own path
-/// below) or "openblas+avx2" (kBlas from kBf16BlasMinRows rows).
+/// Weight rows (output columns) kAvx2Gemm widens into one panel: two ymm vectors of 8 floats.
+inline constexpr Index kBf16GemmPanel = 16;
+/// "onednn", "openblas" (kBlas), "avx2gemm", "avx512bf16", "avx512", "avx2" or "scalar"; kAuto
+/// names the paths it picks, e.g. "onednn+avx512bf16" (oneDNN from kOnednnMinRows rows, the own
+/// path below), "avx2gemm+avx2" (kAvx2Gemm from kBf16BlasMinRows rows) or "openblas+avx512".
 std::string bf16_kernel_name(Bf16Kernel kernel);
 /// The path named `name` (a bf16_kernel_name, or "auto"). Throws ConfigError naming `name` when
 /// it is unknown or not compiled into this build.
@@ -171,10 +177,11 @@ inline constexpr Index kBf16MaxRowsPerCall = 256;
 /// order for every m and thread count (AVX-512: 16 partial sums; AVX2: 8; scalar: 1), so on
 /// them a row's result does not depend on the other rows; kAuto runs products of
 /// kOnednnMinRows rows or more on oneDNN where available (elsewhere kBf16BlasMinRows rows or
-/// more on kBlas), so there a sentence's numbers in a batch can differ in the last bits from the
+/// more on kBlas; kAvx2Gemm sums as kScalar does, which kAvx2's 8 partial sums do not), so there
+/// a sentence's numbers in a batch can differ in the last bits from the
 /// same sentence alone (as float32 products of 16 rows or more run on OpenBLAS, core/gemm.h).
 /// Called outside a parallel region with at least kBf16SplitMinMultiplyAdds multiply-adds, the
-/// own paths and kBlas (OpenBLAS single-threaded per column range) split the output columns across
+/// own paths, kAvx2Gemm and kBlas (OpenBLAS single-threaded per column range) split the output columns across
 /// omp_get_max_threads() threads (one fork/join: core/gemm.h's one-pool scheme) and oneDNN
 /// runs on as many (its OpenMP build shares the pool); on the caller's StepTeam the own paths
 /// split from kBf16TeamSplitMinMultiplyAdds across the team; inside one of anuvad's parallel
