@@ -376,11 +376,21 @@ void gemm_tile(const float* x, Index ldx, const float* panel, Index k, float* y,
 void gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y, Index ldy,
                   Index c0, Index c1, float* scratch) {
   const Index k = w.cols;
+  const Index panel_lines = kBf16GemmPanel * k * Index(sizeof(uint16_t)) / 64, tiles = (m + 5) / 6;
+  const Index lines_per_tile = (panel_lines + tiles - 1) / tiles;
   for (Index c = c0; c < c1; c += kBf16GemmPanel) {
     const Index cols = std::min(kBf16GemmPanel, c1 - c);
     pack_panel(w.row(c), k, cols, scratch);
-    Index r = 0;
-    for (; r + 6 <= m; r += 6) gemm_tile<6>(x + r * ldx, ldx, scratch, k, y + r * ldy + c, ldy, cols);
+    // The next panel's weights (contiguous rows) fetched into L2 a share per tile, while the
+    // tiles compute: pack_panel then reads them from L2, not from memory.
+    const char* next = reinterpret_cast<const char*>(w.row(std::min(c + kBf16GemmPanel, c1 - 1)));
+    const Index next_lines = c + kBf16GemmPanel < c1 ? panel_lines : 0;
+    Index r = 0, line = 0;
+    for (; r + 6 <= m; r += 6) {
+      for (const Index end = std::min(next_lines, line + lines_per_tile); line < end; ++line)
+        _mm_prefetch(next + 64 * line, _MM_HINT_T1);
+      gemm_tile<6>(x + r * ldx, ldx, scratch, k, y + r * ldy + c, ldy, cols);
+    }
     const float* xr = x + r * ldx;
     float* yr = y + r * ldy + c;
     switch (m - r) {
