@@ -18,7 +18,7 @@ namespace bench {
                "[--repeats N] [--steps N] [--warmup N] [--bs1-sentences N] [--seed N] "
                "[--norm post|pre] [--length L] [--batch-sentences N] [--lengths a,b,..] "
                "[--clip-norm X] [--thread-shards N] [--check 0|1] [--huge-pages 0|1] [--ceiling FILE] [--min-time S] "
-               "[--compute-type float32|bfloat16|int8|auto] [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
+               "[--compute-type float32|bfloat16|int8|auto] [--bf16-kernel auto|onednn|openblas|avx2gemm|avx512bf16|avx512|avx2|scalar]\nmodes: train, "
                "decode_{naive,cached}_b{1,64}, greedy_api_b{1,64}, beam4_cached_b{1,64}, "
                "decode_length, scale_train, scale_decode, ceiling\n";
   std::exit(2);

@@ -8,7 +8,7 @@
 //                [--length L] [--batch-sentences N] [--lengths 20,40,80,100] [--clip-norm X]
 //                [--thread-shards N]
 //                [--check 0|1] [--ceiling FILE] [--min-time S] [--compute-type float32|bfloat16|int8|auto]
-//                [--bf16-kernel auto|onednn|avx512bf16|avx512|avx2|scalar]
+//                [--bf16-kernel auto|onednn|openblas|avx2gemm|avx512bf16|avx512|avx2|scalar]
 //
 // Modes (run each in its own process so that peak RSS, VmHWM of /proc/self/status, is its own):
 //   train                 forward + backward + Adam on batches of 32 random sentence pairs,
