@@ -121,7 +121,7 @@ void avx2_tile(const int16_t* u16, const float* x_scale, const Int8Matrix& w, In
       for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(wv[j], xv));
     }
   }
-  // hadd of the pair sums of weight rows 0-3 and 4-7 gives rows 0 1 4 5 | 2 3 6 7: reordered.
+  // hadd of the pair sums of output columns 0-3 and 4-7 gives columns 0 1 4 5 | 2 3 6 7: reordered.
   const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
   const Index c0 = p * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c0);
   for (int r = 0; r < R; ++r) {
