@@ -156,6 +156,7 @@ TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, el
   Bf16Kernel own = Bf16Kernel::kScalar;
   for (const Bf16Kernel k : bf16_kernels_compiled())
     if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn && k != Bf16Kernel::kAvx2Gemm) own = k;
+  CHECK(bf16_widest_own_kernel() == own);
   // Without oneDNN, products of many rows go to the AVX2 GEMM path where the widest own path is
   // AVX2, to OpenBLAS on widened weights unless the own path multiplies bfloat16 itself.
   const bool batched = !bf16_onednn_available() && own != Bf16Kernel::kAvx512Bf16;

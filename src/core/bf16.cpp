@@ -331,24 +331,12 @@ void blas_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, float
 
 std::atomic<Bf16Kernel> auto_kernel{Bf16Kernel::kAuto};  // set_bf16_auto_kernel
 
-/// The widest of anuvad's own paths compiled (the batched paths kBlas, kAvx2Gemm and kOnednn
-/// aside).
-Bf16Kernel widest_own_kernel() {
-  static const Bf16Kernel widest = [] {
-    Bf16Kernel best = Bf16Kernel::kScalar;
-    for (Bf16Kernel k : bf16_kernels_compiled())
-      if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn && k != Bf16Kernel::kAvx2Gemm) best = k;
-    return best;
-  }();
-  return widest;
-}
-
 /// The path kAuto (nothing set) takes for products of kBf16BlasMinRows rows or more where oneDNN
 /// is not available: the widest own path if it multiplies bfloat16 directly (kAvx512Bf16: 50
 /// GMAC/s at 32 rows on one thread against 43 for float32 OpenBLAS), kAvx2Gemm where the widest
 /// is kAvx2 (an AVX2-only CPU), else kBlas.
 Bf16Kernel batched_kernel() {
-  switch (widest_own_kernel()) {
+  switch (bf16_widest_own_kernel()) {
     case Bf16Kernel::kAvx512Bf16: return Bf16Kernel::kAvx512Bf16;
     case Bf16Kernel::kAvx2: return Bf16Kernel::kAvx2Gemm;
     default: return Bf16Kernel::kBlas;
@@ -364,7 +352,7 @@ Bf16Kernel resolve(Bf16Kernel kernel) {
       if (k == kernel) return kernel;
     throw ConfigError("bf16 kernel " + bf16_kernel_name(kernel) + " is not available in this build");
   }
-  return widest_own_kernel();
+  return bf16_widest_own_kernel();
 }
 
 /// The path of one product of m rows by w: kAuto (nothing set) hands kOnednnMinRows rows or
@@ -493,9 +481,19 @@ std::vector<Bf16Kernel> bf16_kernels_compiled() {
 
 bool bf16_onednn_available() { return detail::onednn_available(); }
 
+Bf16Kernel bf16_widest_own_kernel() {
+  static const Bf16Kernel widest = [] {
+    Bf16Kernel best = Bf16Kernel::kScalar;
+    for (Bf16Kernel k : bf16_kernels_compiled())
+      if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn && k != Bf16Kernel::kAvx2Gemm) best = k;
+    return best;
+  }();
+  return widest;
+}
+
 ComputeType auto_compute_type(int64_t weight_bytes) {
   // A vector path of our own: oneDNN only takes products of kOnednnMinRows rows or more.
-  const bool vector_path = widest_own_kernel() != Bf16Kernel::kScalar;
+  const bool vector_path = bf16_widest_own_kernel() != Bf16Kernel::kScalar;
   return vector_path && weight_bytes >= kBf16AutoMinWeightBytes ? ComputeType::kBfloat16
                                                                  : ComputeType::kFloat32;
 }
@@ -529,9 +527,9 @@ std::string bf16_kernel_name(Bf16Kernel kernel) {
     case Bf16Kernel::kBlas: return "openblas";
     default:
       if (auto_kernel.load() == Bf16Kernel::kAuto && detail::onednn_available())
-        return "onednn+" + bf16_kernel_name(widest_own_kernel());
-      if (auto_kernel.load() == Bf16Kernel::kAuto && batched_kernel() != widest_own_kernel())
-        return bf16_kernel_name(batched_kernel()) + "+" + bf16_kernel_name(widest_own_kernel());
+        return "onednn+" + bf16_kernel_name(bf16_widest_own_kernel());
+      if (auto_kernel.load() == Bf16Kernel::kAuto && batched_kernel() != bf16_widest_own_kernel())
+        return bf16_kernel_name(batched_kernel()) + "+" + bf16_kernel_name(bf16_widest_own_kernel());
       return bf16_kernel_name(resolve(Bf16Kernel::kAuto));
   }
 }

@@ -51,10 +51,7 @@ int main() {
   std::printf("threads %d; bfloat16 kernel %s; int8 kernel %s\n", omp_get_max_threads(),
               bf16_kernel_name(Bf16Kernel::kAuto).c_str(), int8_kernel_name(Int8Kernel::kAuto).c_str());
   // The widest of anuvad's own bfloat16 paths (no BLAS, no oneDNN), beside what kAuto runs.
-  Bf16Kernel own = Bf16Kernel::kScalar;
-  for (const Bf16Kernel kernel : bf16_kernels_compiled())
-    if (kernel != Bf16Kernel::kBlas && kernel != Bf16Kernel::kOnednn && kernel != Bf16Kernel::kAvx2Gemm)
-      own = kernel;
+  const Bf16Kernel own = bf16_widest_own_kernel();
   std::printf("| rows x in x out | bfloat16 GOP/s | bfloat16 %s GOP/s | bfloat16 openblas GOP/s | int8 GOP/s | int8 / bfloat16 |\n"
               "|---|---|---|---|---|---|\n", bf16_kernel_name(own).c_str());
   for (const auto& s : shapes) {

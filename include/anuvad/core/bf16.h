@@ -124,6 +124,10 @@ enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16, kBlas, kOne
 /// always; kOnednn last when the build links oneDNN (ANUVAD_ONEDNN) and oneDNN finds AVX-512
 /// BF16 on this CPU.
 std::vector<Bf16Kernel> bf16_kernels_compiled();
+/// The widest of anuvad's own single-row paths in bf16_kernels_compiled() (kAvx512Bf16, kAvx512,
+/// kAvx2 or kScalar; the batched paths kBlas, kAvx2Gemm and kOnednn aside): what kAuto runs
+/// below kOnednnMinRows / kBf16BlasMinRows rows. Never throws.
+Bf16Kernel bf16_widest_own_kernel();
 /// Whether bf16_kernels_compiled() holds kOnednn.
 bool bf16_onednn_available();
 /// Rows from which kAuto hands a product to oneDNN (when available): below them anuvad's own
