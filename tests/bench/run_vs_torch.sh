@@ -34,6 +34,12 @@
 #                      AVX2 / AVX-512 CPU; int8 is `--compute-type int8`; the naive modes and
 #                      training are float32 only). bfloat16 and int8 in the list also run
 #                      PyTorch's own bfloat16 and int8 decoding (torch_bf16_decode.py --dtype)
+#   --rounds N         cached greedy decoding against PyTorch N times per config, alternated
+#                      (PyTorch's float32 decoding, then ours in every compute type; round 1 is
+#                      the main pass, which also runs the naive modes and PyTorch's bfloat16 and
+#                      int8 decoding): the summary shows each side's median over the rounds of a
+#                      process's median, so that a minute of a slow host moves one round, not the
+#                      ratio (default 1; each extra round ~4 minutes for tiny,small,base)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:
@@ -55,7 +61,7 @@ repo="$(cd "$here/../.." && pwd)"
 source "$here/common.sh"
 command_line="$0 $*"
 configs="tiny,small,base"
-quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32,bfloat16,int8
+quick=0 main=1 extras=0 torch_side=1 install=0 ort=0 compute_types=float32,bfloat16,int8 rounds=1
 OUT="${OUT:-}"
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -67,11 +73,13 @@ while [ $# -gt 0 ]; do
     --no-torch) torch_side=0; shift ;;
     --ort) ort=1; shift ;;
     --compute-types) compute_types="$2"; shift 2 ;;
+    --rounds) rounds="$2"; shift 2 ;;
     --install) install=1; shift ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
     *) echo "run_vs_torch.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+[[ "$rounds" =~ ^[1-9][0-9]*$ ]] || { echo "run_vs_torch.sh: --rounds needs a whole number >= 1, not '$rounds'" >&2; exit 2; }
 THREADS="${THREADS:-2}"
 OUT="${OUT:-${TMPDIR:-/tmp}/anuvad-bench-$(date +%Y%m%d-%H%M%S)}"
 TORCH_BENCH_DIR="${TORCH_BENCH_DIR:-$(bench_shared_dir)/bench}"
@@ -188,6 +196,13 @@ if [ "$main" = 1 ]; then
       else
         file=anuvad ours "$c" "$m"
       fi
+    done
+    for ((round = 2; round <= rounds; round++)); do  # --rounds: alternated again
+      echo "== $c, cached greedy decoding, round $round of $rounds" >&2
+      [ "$torch_side" = 1 ] && theirs "$c" decode
+      for m in decode_cached_b1 decode_cached_b64; do
+        for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done
+      done
     done
   done
 fi

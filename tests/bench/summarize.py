@@ -13,8 +13,10 @@ and the best GEMM rate per workload, training (target tokens/s), greedy decoding
 useful GFLOP/s against the ceiling, peak RSS per mode, each with the ratio ours / torch, cached
 greedy decoding against ONNX Runtime, then the anuvad-only tables (greedy through beam_search,
 beam 4, output-length scaling, sentence-length scaling) when those modes were run. Every figure
-is the median (min–max) over the repeats inside one process; of several torch rows for one
-config, mode and type (its decoding runs with and without huge pages) the fastest is shown.
+is the median (min–max) over the repeats inside one process, or, for a mode measured in several
+alternated rounds (run_vs_torch.sh --rounds), the median (min–max) over the rounds of each
+process's median; of several torch rows for one config, mode and type (its decoding runs with
+and without huge pages) the fastest is shown.
 RESULTS_DIR/loadavg.tsv gives the load average seen before each process started.
 """
 import argparse
@@ -292,6 +294,36 @@ def print_ort(ort, vs_ort, configs):
     print()
 
 
+def merge_rounds(rows, by_file=False):
+    """rows with one row per key (row_key, and the file with by_file: PyTorch's runs with and
+    without huge pages stay apart): a key measured in several processes (run_vs_torch.sh
+    --rounds) becomes one row, the last one's fields with tokens/s, ms per sentence and useful
+    GFLOP/s replaced by the median over the processes of each process's median (min–max: of
+    those medians) and "rounds" set to their number; other rows pass unchanged."""
+    groups = {}
+    for r in rows:
+        groups.setdefault(row_key(r) + ((r["_file"],) if by_file else ()), []).append(r)
+    out = []
+    for rs in groups.values():
+        if len(rs) == 1:
+            out.append(rs[0])
+            continue
+        m = dict(rs[-1], rounds=len(rs))
+        for field in ("tokens_per_s", "ms_per_sentence", "useful_gflops"):
+            if all(isinstance(r.get(field), dict) for r in rs):
+                s = over_rounds([{"tokens_per_s": r[field]} for r in rs])
+                m[field] = {"median": s[0], "min": s[1], "max": s[2]}
+        out.append(m)
+    return out
+
+
+def rounds_note(o, t):
+    """A sentence on how many alternated rounds the decoding rows merge, or ''."""
+    n = max([r.get("rounds", 1) for r in list(o.values()) + list(t.values())], default=1)
+    return (f" Rows measured in several alternated rounds (--rounds, up to {n}) show the median over the "
+            "rounds of each process's median tokens/s, and the min–max of those medians.") if n > 1 else ""
+
+
 def row_key(r):
     return (r["config"], r["mode"], r.get("length"), r.get("tokens_per_sentence"), compute_type(r))
 
@@ -521,9 +553,10 @@ def main():
     main_rows = [r for r in ours if r["_file"] not in ("extras.jsonl", "vs_ort.jsonl")]
     extra_rows = [r for r in ours if r["_file"] == "extras.jsonl"]
     vs_ort = [r for r in ours if r["_file"] == "vs_ort.jsonl"]
+    main_rows = merge_rounds(main_rows)  # --rounds: one row per key, medians over the rounds
     o = index(vs_ort + extra_rows + main_rows)  # later rows win
     ox = index(main_rows + extra_rows)
-    t = best_index(torch)
+    t = best_index(merge_rounds(torch, by_file=True))
     configs = sorted({r["config"] for r in rows if "config" in r}, key=lambda c: CONFIG_ORDER.get(c, 9))
 
     warnings = kernel_warnings(kernels, ours, torch)
@@ -534,7 +567,7 @@ def main():
     print_kernels(kernels, ours, torch, ort, ceil)
     print_ceiling(ceil, configs)
 
-    print_speed_tables(o, t, configs, huge_pages_note(torch, t))
+    print_speed_tables(o, t, configs, huge_pages_note(torch, t) + rounds_note(o, t))
     print_useful(o, t, ceil, configs, ["train"] + DECODE_MODES)
     print_rss(o, t, configs)
     print_ort(ort, vs_ort, configs)
