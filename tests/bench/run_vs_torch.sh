@@ -34,12 +34,13 @@
 #                      AVX2 / AVX-512 CPU; int8 is `--compute-type int8`; the naive modes and
 #                      training are float32 only). bfloat16 and int8 in the list also run
 #                      PyTorch's own bfloat16 and int8 decoding (torch_bf16_decode.py --dtype)
-#   --rounds N         cached greedy decoding against PyTorch N times per config, alternated
-#                      (PyTorch's float32 decoding, then ours in every compute type; round 1 is
-#                      the main pass, which also runs the naive modes and PyTorch's bfloat16 and
-#                      int8 decoding): the summary shows each side's median over the rounds of a
-#                      process's median, so that a minute of a slow host moves one round, not the
-#                      ratio (default 1; each extra round ~4 minutes for tiny,small,base)
+#   --rounds N         decoding against PyTorch N times per config, alternated (PyTorch's
+#                      decoding in float32 and in the --compute-types' bfloat16 and int8, then
+#                      ours, cached, in every compute type; round 1 is the main pass, which also
+#                      runs our naive modes): the summary shows each side's median over the rounds
+#                      of a process's median, so that a minute of a slow host moves one round, not
+#                      the ratio (default 1; an extra round of tiny,small,base takes ~5 minutes,
+#                      ~15 on a CPU without AVX-512 BF16, where PyTorch's bfloat16 is slow)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:
@@ -172,6 +173,21 @@ theirs() {  # theirs CONFIG MODE
   echo "  torch $c $m: $((SECONDS - t0)) s" >&2
 }
 
+theirs_decode() {  # theirs_decode CONFIG: PyTorch's float32 decoding, then its bfloat16 and int8
+  local c="$1" dt hp
+  theirs "$c" decode
+  for dt in bfloat16 int8; do  # PyTorch's own lower-precision decoding beside ours
+    if [[ ",$compute_types," == *,$dt,* ]]; then
+      bench_note_load "torch $dt $c decode"
+      for hp in "with_blas:torch_$dt" "peer with_blas:torch_${dt}_hugepages"; do  # as theirs()
+        PYTHONPATH="$TORCH_BENCH_DIR" ${hp%%:*} "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
+          --dtype "$dt" >> "$OUT/torch/${hp#*:}.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
+          { echo "  torch $dt $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
+      done
+    fi
+  done
+}
+
 IFS=',' read -r -a config_list <<< "$configs"
 if [ "$main" = 1 ]; then
   for c in "${config_list[@]}"; do
@@ -179,17 +195,7 @@ if [ "$main" = 1 ]; then
     bench_ceiling "$c"
     [ "$torch_side" = 1 ] && theirs "$c" train
     file=anuvad ours "$c" train
-    [ "$torch_side" = 1 ] && theirs "$c" decode
-    for dt in bfloat16 int8; do  # PyTorch's own lower-precision decoding beside ours
-      if [ "$torch_side" = 1 ] && [[ ",$compute_types," == *,$dt,* ]]; then
-        bench_note_load "torch $dt $c decode"
-        for hp in "with_blas:torch_$dt" "peer with_blas:torch_${dt}_hugepages"; do  # as theirs()
-          PYTHONPATH="$TORCH_BENCH_DIR" ${hp%%:*} "$PY" "$here/torch_bf16_decode.py" --config "$c" --threads "$THREADS" \
-            --dtype "$dt" >> "$OUT/torch/${hp#*:}.jsonl" 2>> "$OUT/torch/torch_ref.log" ||
-            { echo "  torch $dt $c decode FAILED (see $OUT/torch/torch_ref.log)" >&2; failed=$((failed + 1)); }
-        done
-      fi
-    done
+    [ "$torch_side" = 1 ] && theirs_decode "$c"
     for m in decode_naive_b1 decode_cached_b1 decode_naive_b64 decode_cached_b64; do
       if [[ "$m" == decode_cached_* ]]; then
         for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done
@@ -199,7 +205,7 @@ if [ "$main" = 1 ]; then
     done
     for ((round = 2; round <= rounds; round++)); do  # --rounds: alternated again
       echo "== $c, cached greedy decoding, round $round of $rounds" >&2
-      [ "$torch_side" = 1 ] && theirs "$c" decode
+      [ "$torch_side" = 1 ] && theirs_decode "$c"
       for m in decode_cached_b1 decode_cached_b64; do
         for ct in ${compute_types//,/ }; do file=anuvad ours "$c" "$m" --compute-type "$ct"; done
       done
