@@ -37,10 +37,13 @@
 #   --rounds N         decoding against PyTorch N times per config, alternated (PyTorch's
 #                      decoding in float32 and in the --compute-types' bfloat16 and int8, then
 #                      ours, cached, in every compute type; round 1 is the main pass, which also
-#                      runs our naive modes): the summary shows each side's median over the rounds
-#                      of a process's median, so that a minute of a slow host moves one round, not
-#                      the ratio (default 1; an extra round of tiny,small,base takes ~5 minutes,
-#                      ~15 on a CPU without AVX-512 BF16, where PyTorch's bfloat16 is slow)
+#                      runs our naive modes; torch_ref.py's decoding process times its naive modes
+#                      too, so those PyTorch rows have N rounds, ours one): the summary shows each
+#                      side's median over the rounds of a process's median, so that a minute of a
+#                      slow host moves one round, not the ratio (default 1; an extra round of
+#                      tiny,small,base took 18-19 minutes on an AVX2-only Zen 3, 9 of them
+#                      PyTorch's bfloat16 decoding of base). Not for --only-extras; with --ort,
+#                      run_vs_ort.sh keeps its own rounds (3)
 #   --install          apt-get install the torch (and with --ort the ONNX Runtime) side's
 #                      packages when missing (needs root)
 # Environment:

@@ -45,6 +45,7 @@ def load_dir(d):
                         except json.JSONDecodeError:
                             continue
                         r["_file"] = f
+                        r["_dir"] = d
                         rows.append(r)
     return rows
 
@@ -60,7 +61,8 @@ def fmt(x, digits=None):
 def stat(s, digits=None):
     if not s:
         return "-"
-    return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)})"
+    rounds = f"; {s['rounds']} rounds" if s.get("rounds", 1) > 1 else ""
+    return f"{fmt(s['median'], digits)} ({fmt(s['min'], digits)}–{fmt(s['max'], digits)}{rounds})"
 
 
 def med(s):
@@ -295,14 +297,15 @@ def print_ort(ort, vs_ort, configs):
 
 
 def merge_rounds(rows, by_file=False):
-    """rows with one row per key (row_key, and the file with by_file: PyTorch's runs with and
-    without huge pages stay apart): a key measured in several processes (run_vs_torch.sh
-    --rounds) becomes one row, the last one's fields with tokens/s, ms per sentence and useful
-    GFLOP/s replaced by the median over the processes of each process's median (min–max: of
-    those medians) and "rounds" set to their number; other rows pass unchanged."""
+    """rows with one row per key (row_key and results folder, and the file with by_file:
+    PyTorch's runs with and without huge pages stay apart): a key measured in several processes
+    of one folder (run_vs_torch.sh --rounds) becomes one row, the last one's fields with tokens/s,
+    ms per sentence and useful GFLOP/s replaced by the median over the processes of each
+    process's median (min–max: of those medians; "rounds": their number, which stat() shows) and
+    the peak RSS by the largest; other rows pass unchanged."""
     groups = {}
     for r in rows:
-        groups.setdefault(row_key(r) + ((r["_file"],) if by_file else ()), []).append(r)
+        groups.setdefault(row_key(r) + (r.get("_dir"),) + ((r["_file"],) if by_file else ()), []).append(r)
     out = []
     for rs in groups.values():
         if len(rs) == 1:
@@ -312,7 +315,10 @@ def merge_rounds(rows, by_file=False):
         for field in ("tokens_per_s", "ms_per_sentence", "useful_gflops"):
             if all(isinstance(r.get(field), dict) for r in rs):
                 s = over_rounds([{"tokens_per_s": r[field]} for r in rs])
-                m[field] = {"median": s[0], "min": s[1], "max": s[2]}
+                m[field] = {"median": s[0], "min": s[1], "max": s[2], "rounds": len(rs)}
+        for field in ("peak_rss_mib", "peak_rss_mib_so_far"):
+            if field in m:
+                m[field] = max(r.get(field) or 0 for r in rs)
         out.append(m)
     return out
 
@@ -320,8 +326,9 @@ def merge_rounds(rows, by_file=False):
 def rounds_note(o, t):
     """A sentence on how many alternated rounds the decoding rows merge, or ''."""
     n = max([r.get("rounds", 1) for r in list(o.values()) + list(t.values())], default=1)
-    return (f" Rows measured in several alternated rounds (--rounds, up to {n}) show the median over the "
-            "rounds of each process's median tokens/s, and the min–max of those medians.") if n > 1 else ""
+    return (" A figure marked '; N rounds' is the median over N alternated processes (--rounds) of each "
+            "process's median tokens/s, and the min–max of those medians; unmarked figures are one "
+            "process's median (min–max over its repeats).") if n > 1 else ""
 
 
 def row_key(r):

@@ -124,9 +124,11 @@ enum class Bf16Kernel { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16, kBlas, kOne
 /// always; kOnednn last when the build links oneDNN (ANUVAD_ONEDNN) and oneDNN finds AVX-512
 /// BF16 on this CPU.
 std::vector<Bf16Kernel> bf16_kernels_compiled();
-/// The widest of anuvad's own single-row paths in bf16_kernels_compiled() (kAvx512Bf16, kAvx512,
-/// kAvx2 or kScalar; the batched paths kBlas, kAvx2Gemm and kOnednn aside): what kAuto runs
-/// below kOnednnMinRows / kBf16BlasMinRows rows. Never throws.
+/// The widest of anuvad's own paths in bf16_kernels_compiled() (kAvx512Bf16, kAvx512, kAvx2 or
+/// kScalar; the batched paths kBlas, kAvx2Gemm and kOnednn aside). With no set_bf16_auto_kernel
+/// choice, kAuto runs it on products below kOnednnMinRows / kBf16BlasMinRows rows (kAvx512Bf16:
+/// at every row count where oneDNN is absent), except for weights packed by
+/// pack_for_onednn_only. Never throws (but bad_alloc, once).
 Bf16Kernel bf16_widest_own_kernel();
 /// Whether bf16_kernels_compiled() holds kOnednn.
 bool bf16_onednn_available();
