@@ -153,18 +153,17 @@ TEST_CASE("bf16_affine auto: oneDNN from kOnednnMinRows rows where available, el
   std::mt19937_64 rng(10);
   const Bf16Matrix w = to_bf16(random_mat(70, 96, rng));
   const Mat bias = random_mat(1, 70, rng);
-  Bf16Kernel own = Bf16Kernel::kScalar;
-  for (const Bf16Kernel k : bf16_kernels_compiled())
-    if (k != Bf16Kernel::kBlas && k != Bf16Kernel::kOnednn && k != Bf16Kernel::kAvx2Gemm) own = k;
-  // The widest own path: compiled, not a batched path, and no own path listed after it.
+  // The widest own path: compiled, not a batched path, and no own path listed after it (checked
+  // before the rest of the case relies on it).
+  const Bf16Kernel own = bf16_widest_own_kernel();
   const std::vector<Bf16Kernel> compiled = bf16_kernels_compiled();
-  const auto widest = std::find(compiled.begin(), compiled.end(), bf16_widest_own_kernel());
+  const auto widest = std::find(compiled.begin(), compiled.end(), own);
   REQUIRE(widest != compiled.end());
   const auto batched_path_of = [](Bf16Kernel k) {
     return k == Bf16Kernel::kBlas || k == Bf16Kernel::kOnednn || k == Bf16Kernel::kAvx2Gemm;
   };
-  CHECK_FALSE(batched_path_of(*widest));
-  CHECK(std::none_of(widest + 1, compiled.end(), [&](Bf16Kernel k) { return !batched_path_of(k); }));
+  REQUIRE_FALSE(batched_path_of(own));
+  REQUIRE(std::none_of(widest + 1, compiled.end(), [&](Bf16Kernel k) { return !batched_path_of(k); }));
   // Without oneDNN, products of many rows go to the AVX2 GEMM path where the widest own path is
   // AVX2, to OpenBLAS on widened weights unless the own path multiplies bfloat16 itself.
   const bool batched = !bf16_onednn_available() && own != Bf16Kernel::kAvx512Bf16;

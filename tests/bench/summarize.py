@@ -246,11 +246,16 @@ def print_useful(o, t, ceil, configs, modes):
     print()
 
 
-def over_rounds(rows):
-    """(median, min, max) over rounds of the rows' median tokens/s, or None."""
-    xs = sorted(med(r["tokens_per_s"]) for r in rows)
+def median_min_max(values):
+    """(median, min, max) of the numbers `values`, or None when there are none."""
+    xs = sorted(values)
     return (xs[len(xs) // 2] if len(xs) % 2 else 0.5 * (xs[len(xs) // 2 - 1] + xs[len(xs) // 2]),
             xs[0], xs[-1]) if xs else None
+
+
+def over_rounds(rows):
+    """(median, min, max) over rounds of the rows' median tokens/s, or None."""
+    return median_min_max(med(r["tokens_per_s"]) for r in rows)
 
 
 def compute_type(r):
@@ -314,7 +319,7 @@ def merge_rounds(rows, by_file=False):
         m = dict(rs[-1], rounds=len(rs))
         for field in ("tokens_per_s", "ms_per_sentence", "useful_gflops"):
             if all(isinstance(r.get(field), dict) for r in rs):
-                s = over_rounds([{"tokens_per_s": r[field]} for r in rs])
+                s = median_min_max(med(r[field]) for r in rs)
                 m[field] = {"median": s[0], "min": s[1], "max": s[2], "rounds": len(rs)}
         for field in ("peak_rss_mib", "peak_rss_mib_so_far"):
             if field in m:
@@ -324,7 +329,7 @@ def merge_rounds(rows, by_file=False):
 
 
 def rounds_note(o, t):
-    """A sentence on how many alternated rounds the decoding rows merge, or ''."""
+    """A sentence saying how to read figures merged over --rounds, or '' when none is."""
     n = max([r.get("rounds", 1) for r in list(o.values()) + list(t.values())], default=1)
     return (" A figure marked '; N rounds' is the median over N alternated processes (--rounds) of each "
             "process's median tokens/s, and the min–max of those medians; unmarked figures are one "
