@@ -118,15 +118,18 @@ TEST_CASE("bf16_affine: the AVX2 GEMM path sums as the scalar path, bit for bit"
   std::mt19937_64 rng(13);
   // Tiles of 6 rows and every shorter tail; panels of 16 columns and a partial one; k in blocks
   // of 8 and a tail; more columns than one thread's split.
-  for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{{23, 53, 77}, {64, 300, 512}, {5, 16, 8}}) {
-    const Mat x = random_mat(m, k, rng), bias = random_mat(1, n, rng);
-    const Bf16Matrix w = to_bf16(random_mat(n, k, rng));
-    Mat scalar(m, n), gemm(m, n);
-    bf16_affine(x, w, bias, scalar, Bf16Kernel::kScalar);
-    bf16_affine(x, w, bias, gemm, Bf16Kernel::kAvx2Gemm);
-    INFO("m " << m << ", n " << n << ", k " << k);
-    CHECK(gemm == scalar);
-  }
+  // With a bias and without one (the tiles write bias + sum, or the sum, into y without reading
+  // it: y starts as NaN here, which any read would carry into the result).
+  for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{{23, 53, 77}, {64, 300, 512}, {5, 16, 8}})
+    for (const bool with_bias : {true, false}) {
+      const Mat x = random_mat(m, k, rng), bias = with_bias ? random_mat(1, n, rng) : Mat();
+      const Bf16Matrix w = to_bf16(random_mat(n, k, rng));
+      Mat scalar(m, n), gemm = Mat::Constant(m, n, std::numeric_limits<Scalar>::quiet_NaN());
+      bf16_affine(x, w, bias, scalar, Bf16Kernel::kScalar);
+      bf16_affine(x, w, bias, gemm, Bf16Kernel::kAvx2Gemm);
+      INFO("m " << m << ", n " << n << ", k " << k << ", bias " << with_bias);
+      CHECK(gemm == scalar);
+    }
 }
 
 TEST_CASE("bf16_affine: more rows than one pass takes give each row its own result", "[bf16]") {

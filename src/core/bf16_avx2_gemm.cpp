@@ -44,11 +44,15 @@ void pack_panel(const uint16_t* w, Index k, Index cols, float* panel) {
       panel[i * kBf16GemmPanel + j] = j < cols ? bf16_to_float(w[j * k + i]) : 0.0f;
 }
 
-/// y[r, 0..cols) += Σ_i x[r, i]·panel[i, 0..cols) for R ≤ 6 rows of x (stride ldx): 2R
-/// accumulators of 8 columns (named, so that they stay in registers), one broadcast of x and
-/// two FMAs per row and k; each output's sum in the order of k, as kScalar's.
+/// y[r, 0..cols) = bias[0..cols) + Σ_i x[r, i]·panel[i, 0..cols) (bias nullptr: 0) for R ≤ 6
+/// rows of x (stride ldx): 2R accumulators of 8 columns (named, so that they stay in registers),
+/// one broadcast of x and two FMAs per row and k; each output's sum in the order of k, as
+/// kScalar's, then the bias added (the same bits as adding the sum to y = bias). y is only
+/// written: no pass beforehand, no read of its lines here (they had left the cache by then for
+/// the wide products: 2 MB of logits at batch 64).
 template <int R>
-void gemm_tile(const float* x, Index ldx, const float* panel, Index k, float* y, Index ldy, Index cols) {
+void gemm_tile(const float* x, Index ldx, const float* panel, Index k, const float* bias, float* y,
+               Index ldy, Index cols) {
   __m256 a00 = _mm256_setzero_ps(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00,
          a30 = a00, a31 = a00, a40 = a00, a41 = a00, a50 = a00, a51 = a00;
   const float* x0 = x;
@@ -71,23 +75,33 @@ void gemm_tile(const float* x, Index ldx, const float* panel, Index k, float* y,
 #undef ANUVAD_GEMM_ROW
   }
   const __m256 acc[6][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}, {a40, a41}, {a50, a51}};
+  if (cols == kBf16GemmPanel) {
+    const __m256 b0 = bias ? _mm256_loadu_ps(bias) : _mm256_setzero_ps();
+    const __m256 b1 = bias ? _mm256_loadu_ps(bias + 8) : _mm256_setzero_ps();
+    for (int r = 0; r < R; ++r) {
+      _mm256_storeu_ps(y + r * ldy, _mm256_add_ps(b0, acc[r][0]));
+      _mm256_storeu_ps(y + r * ldy + 8, _mm256_add_ps(b1, acc[r][1]));
+    }
+    return;
+  }
   for (int r = 0; r < R; ++r) {
     alignas(32) float sums[kBf16GemmPanel];
     _mm256_store_ps(sums, acc[r][0]);
     _mm256_store_ps(sums + 8, acc[r][1]);
-    for (Index c = 0; c < cols; ++c) y[r * ldy + c] += sums[c];
+    for (Index c = 0; c < cols; ++c) y[r * ldy + c] = (bias ? bias[c] : 0.0f) + sums[c];
   }
 }
 
 }  // namespace
 
-void avx2_gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y, Index ldy,
-                       Index c0, Index c1, float* scratch) {
+void avx2_gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, const float* bias,
+                       float* y, Index ldy, Index c0, Index c1, float* scratch) {
   const Index k = w.cols;
   const Index panel_lines = kBf16GemmPanel * k * Index(sizeof(uint16_t)) / 64, tiles = (m + 5) / 6;
   const Index lines_per_tile = (panel_lines + tiles - 1) / tiles;
   for (Index c = c0; c < c1; c += kBf16GemmPanel) {
     const Index cols = std::min(kBf16GemmPanel, c1 - c);
+    const float* bc = bias ? bias + c : nullptr;
     pack_panel(w.row(c), k, cols, scratch);
     // The next panel's weights (contiguous rows) fetched into L2 a share per tile, while the
     // tiles compute: pack_panel then reads them from L2, not from memory.
@@ -97,16 +111,16 @@ void avx2_gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, 
     for (; r + 6 <= m; r += 6) {
       for (const Index end = std::min(next_lines, line + lines_per_tile); line < end; ++line)
         _mm_prefetch(next + 64 * line, _MM_HINT_T1);
-      gemm_tile<6>(x + r * ldx, ldx, scratch, k, y + r * ldy + c, ldy, cols);
+      gemm_tile<6>(x + r * ldx, ldx, scratch, k, bc, y + r * ldy + c, ldy, cols);
     }
     const float* xr = x + r * ldx;
     float* yr = y + r * ldy + c;
     switch (m - r) {
-      case 5: gemm_tile<5>(xr, ldx, scratch, k, yr, ldy, cols); break;
-      case 4: gemm_tile<4>(xr, ldx, scratch, k, yr, ldy, cols); break;
-      case 3: gemm_tile<3>(xr, ldx, scratch, k, yr, ldy, cols); break;
-      case 2: gemm_tile<2>(xr, ldx, scratch, k, yr, ldy, cols); break;
-      case 1: gemm_tile<1>(xr, ldx, scratch, k, yr, ldy, cols); break;
+      case 5: gemm_tile<5>(xr, ldx, scratch, k, bc, yr, ldy, cols); break;
+      case 4: gemm_tile<4>(xr, ldx, scratch, k, bc, yr, ldy, cols); break;
+      case 3: gemm_tile<3>(xr, ldx, scratch, k, bc, yr, ldy, cols); break;
+      case 2: gemm_tile<2>(xr, ldx, scratch, k, bc, yr, ldy, cols); break;
+      case 1: gemm_tile<1>(xr, ldx, scratch, k, bc, yr, ldy, cols); break;
       default: break;
     }
   }

@@ -10,12 +10,13 @@
 namespace anuvad::detail {
 
 #if defined(__AVX2__) && defined(__FMA__)
-/// y[r, c] += Σ_i x[r, i]·widen(w[c, i]) for the m rows of x [m, k] (row stride ldx, read as it
-/// is) and the output columns c0 ≤ c < c1 of y (row stride ldy); w [n, k] row-major bfloat16
-/// (w.data must hold it: not a oneDNN-only matrix). `scratch`: kBf16GemmPanel·k floats of the
-/// calling thread's own. Allocates nothing, never throws.
-void avx2_gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, float* y, Index ldy,
-                       Index c0, Index c1, float* scratch);
+/// y[r, c] = bias[c] + Σ_i x[r, i]·widen(w[c, i]) (bias [n] or nullptr: 0) for the m rows of
+/// x [m, k] (row stride ldx, read as it is) and the output columns c0 ≤ c < c1 of y (row stride
+/// ldy; only written, never read); w [n, k] row-major bfloat16 (w.data must hold it: not a
+/// oneDNN-only matrix). `scratch`: kBf16GemmPanel·k floats of the calling thread's own.
+/// Allocates nothing, never throws.
+void avx2_gemm_columns(const float* x, Index ldx, Index m, const Bf16Matrix& w, const float* bias,
+                       float* y, Index ldy, Index c0, Index c1, float* scratch);
 #endif
 
 }  // namespace anuvad::detail
