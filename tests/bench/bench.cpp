@@ -22,7 +22,8 @@
 //   decode_naive_b1|b64   greedy, 20 tokens per sentence, re-running Transformer::decode
 //                         (teacher forced) on the whole prefix each step, last position's logits
 //   decode_cached_b1|b64  greedy, 20 tokens, begin_decoding + decode_step (key/value cache),
-//                         argmax driven here (EOS does not stop decoding)
+//                         argmax driven here (EOS does not stop decoding); phase_ms: a
+//                         repeat's ms in the encoder, begin_decoding and the steps
 //   greedy_api_b1|b64     greedy through anuvad::Translator (beam_search in mini-batches of
 //                         1 or 64; beam_size 1, max_length 20), EOS logit suppressed
 //                         (output_projection.bias[EOS] = -1e9)
@@ -306,14 +307,25 @@ int argmax_row(const Mat& m, Index r) {
   return static_cast<int>(best);
 }
 
-/// Greedy with the key/value cache: exactly n_tokens per sentence. Optional per-step timing.
+/// Seconds a cached greedy run spent in its three phases, summed over its batches: the encoder,
+/// begin_decoding (the cross-attention keys and values of the memory, once per sentence) and
+/// the decoding steps (decode_step and the argmax).
+struct DecodePhases {
+  double encode = 0, begin_decoding = 0, steps = 0;
+};
+
+/// Greedy with the key/value cache: exactly n_tokens per sentence. Optional per-step timing
+/// (step_seconds[t] += step t's seconds) and phase timing (phases += this batch's seconds).
 Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_tokens,
-                      std::vector<double>* step_seconds = nullptr) {
+                      std::vector<double>* step_seconds = nullptr, DecodePhases* phases = nullptr) {
   const Batch b = source_batch(srcs);
   ForwardCache cache;
   cache.inference = true;  // as beam_search (anuvad translate) runs the encoder
+  const auto t_encode = Clock::now();
   model.encode(b.src, b.src_rows, DropoutContext{}, cache);
+  const auto t_begin = Clock::now();
   DecoderState st = model.begin_decoding(cache.memory, b.src_rows, n_tokens);
+  const auto t_steps = Clock::now();
   std::vector<int32_t> tokens(static_cast<size_t>(b.batch_size), kBosId);
   Outputs out(static_cast<size_t>(b.batch_size));
   Mat logits;
@@ -326,6 +338,11 @@ Outputs greedy_cached(const Transformer& model, const Sources& srcs, int n_token
     for (int i = 0; i < b.batch_size; ++i) tokens[i] = argmax_row(logits, i);
     for (int i = 0; i < b.batch_size; ++i) out[i].push_back(tokens[i]);
     if (step_seconds) (*step_seconds)[t] += seconds(t0, Clock::now());
+  }
+  if (phases) {
+    phases->encode += seconds(t_encode, t_begin);
+    phases->begin_decoding += seconds(t_begin, t_steps);
+    phases->steps += seconds(t_steps, Clock::now());
   }
   return out;
 }
@@ -403,17 +420,19 @@ void bench_decode(const Args& a, const BenchConfig& c) {
     batches.emplace_back(sents.begin() + i, sents.begin() + std::min(i + batch, n_sent));
 
   const bool api = kind == "greedy_api" || kind == "beam4";
+  DecodePhases phases;  // the current repeat's, cached mode only
   auto run = [&](const Sources& srcs, int n_tok) -> Outputs {
     if (kind == "naive") return greedy_naive(model, srcs, n_tok);
-    if (kind == "cached") return greedy_cached(model, srcs, n_tok);
+    if (kind == "cached") return greedy_cached(model, srcs, n_tok, nullptr, &phases);
     return via_translator(model, srcs, kind == "beam4" ? 4 : 1, n_tok, batch);
   };
   const double rss_before = peak_rss_mib();
   run(Sources(sents.begin(), sents.begin() + 1), 3);  // warm-up, as torch_ref
-  std::vector<double> times;
+  std::vector<double> times, encode_ms, begin_ms, steps_ms;
   Outputs outputs;
   for (int r = 0; r < a.repeats; ++r) {
     outputs.clear();
+    phases = DecodePhases{};
     const auto t0 = Clock::now();
     if (api) {  // the Translator cuts the batches itself (by length: the same batches here)
       outputs = run(Sources(sents.begin(), sents.begin() + n_sent), kDecodeLen);
@@ -422,6 +441,9 @@ void bench_decode(const Args& a, const BenchConfig& c) {
         for (auto& o : run(bt, kDecodeLen)) outputs.push_back(std::move(o));
     }
     times.push_back(seconds(t0, Clock::now()));
+    encode_ms.push_back(1000 * phases.encode);
+    begin_ms.push_back(1000 * phases.begin_decoding);
+    steps_ms.push_back(1000 * phases.steps);
   }
   const double peak = peak_rss_mib();
   // Agreement with naive decoding at batch 1 on the first sentences (greedy modes only):
@@ -454,6 +476,9 @@ void bench_decode(const Args& a, const BenchConfig& c) {
                {"token_agreement_with_naive_b1", agree}, {"params", param_counts(model)},
                {"peak_rss_mib", peak}, {"rss_before_decoding_mib", rss_before},
                {"compute_type", compute_type_name(model.compute_type())}};
+  if (kind == "cached")  // where a repeat's time went (all its batches)
+    line["phase_ms"] = {{"encode", summarize(encode_ms)}, {"begin_decoding", summarize(begin_ms)},
+                        {"steps", summarize(steps_ms)}};
   if (kind != "beam4") {  // useful work of greedy decoding: the cached minimum, real lengths
     double useful = 0;
     for (int i = 0; i < n_sent; ++i) useful += decode_flops(c, int(sents[i].size()) + 1, kDecodeLen);
