@@ -116,11 +116,12 @@ TEST_CASE("bf16_affine: the AVX2 GEMM path sums as the scalar path, bit for bit"
     return;
   }
   std::mt19937_64 rng(13);
-  // Tiles of 6 rows and every shorter tail; panels of 16 columns and a partial one; k in blocks
+  // Tiles of 6 rows and every shorter tail (m mod 6 = 5, 4, 2, 3, 1 below); panels of 16 columns and a partial one; k in blocks
   // of 8 and a tail; more columns than one thread's split.
   // With a bias and without one (the tiles write bias + sum, or the sum, into y without reading
   // it: y starts as NaN here, which any read would carry into the result).
-  for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{{23, 53, 77}, {64, 300, 512}, {5, 16, 8}})
+  for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{
+           {23, 53, 77}, {64, 300, 512}, {5, 16, 8}, {32, 40, 24}, {3, 17, 9}, {1, 33, 16}})
     for (const bool with_bias : {true, false}) {
       const Mat x = random_mat(m, k, rng), bias = with_bias ? random_mat(1, n, rng) : Mat();
       const Bf16Matrix w = to_bf16(random_mat(n, k, rng));
