@@ -116,8 +116,8 @@ TEST_CASE("bf16_affine: the AVX2 GEMM path sums as the scalar path, bit for bit"
     return;
   }
   std::mt19937_64 rng(13);
-  // Tiles of 6 rows and every shorter tail (m mod 6 = 5, 4, 2, 3, 1 below); panels of 16 columns and a partial one; k in blocks
-  // of 8 and a tail; more columns than one thread's split.
+  // Tiles of 6 rows and every shorter tail (m mod 6 = 5, 4, 5, 2, 3, 1 below); panels of 16
+  // columns and a partial one; k in blocks of 8 and a tail; more columns than one thread's split.
   // With a bias and without one (the tiles write bias + sum, or the sum, into y without reading
   // it: y starts as NaN here, which any read would carry into the result).
   for (const auto& [m, n, k] : std::vector<std::array<Index, 3>>{
