@@ -33,7 +33,8 @@ constexpr Index kInt8MaxCols = 65536;
 struct QuantizedRows {
   std::vector<uint8_t, Eigen::aligned_allocator<uint8_t>> u;  // [m, padded_cols]
   std::vector<float> scale;                                   // [m]
-  std::vector<int16_t, Eigen::aligned_allocator<int16_t>> u16;  // [m, padded_cols]: u widened (AVX2 path)
+  std::vector<int8_t> a;       // [m, padded_cols]: u − 128 (AVX2 path)
+  std::vector<uint8_t> a_abs;  // [m, padded_cols]: |u − 128| (AVX2 path)
 };
 
 /// u = nearbyint(x·(127/amax)) + 128 (round half to even) for `k` values of one row, and the
@@ -57,6 +58,21 @@ float quantize_row(const T* x, Index k, Index stride, uint8_t* u) {
     for (; i + 16 <= k; i += 16) {  // cvtps rounds half to even, as nearbyint below
       const __m512i q = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + i), vinv));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(u + i), _mm512_cvtepi32_epi8(_mm512_add_epi32(q, shift)));
+    }
+  }
+#elif defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 vinv = _mm256_set1_ps(inv);
+    const __m256i shift = _mm256_set1_epi32(128);
+    const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);  // undoes the packs' lane split
+    const auto quad = [&](Index at) {  // 8 values as int32 u in [1, 255]; cvtps rounds half to even
+      return _mm256_add_epi32(_mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(x + at), vinv)), shift);
+    };
+    for (; i + 32 <= k; i += 32) {
+      const __m256i lo = _mm256_packus_epi32(quad(i), quad(i + 8));
+      const __m256i hi = _mm256_packus_epi32(quad(i + 16), quad(i + 24));
+      const __m256i bytes = _mm256_permutevar8x32_epi32(_mm256_packus_epi16(lo, hi), order);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(u + i), bytes);
     }
   }
 #endif
@@ -98,57 +114,98 @@ void scalar_columns(const QuantizedRows& q, Index m, const Int8Matrix& w, const 
 }
 
 #ifdef __AVX2__
-/// R rows × 1 panel (16 output columns) at panel p: per k-quad, the panel's 64 weight bytes
-/// widened to int16 in 4 vectors (4 weight rows × 4 values each), R broadcasts of the row's 4
-/// int16 activations, 4·R VPMADDWD into int32 pair sums (2 per weight row); the pairs are summed
-/// at the end and each output finished as scalar_columns does (finish()).
-template <int R, class T>
-void avx2_tile(const int16_t* u16, const float* x_scale, const Int8Matrix& w, Index p,
-               const T* bias, T* y, Index ldy) {
-  const Index k = w.padded_cols();
-  const int8_t* wp = w.data.data() + p * kInt8Panel * k;
-  __m256i acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_setzero_si256();
-  for (Index i = 0; i < k; i += 4) {
-    __m256i wv[4];
-    for (int j = 0; j < 4; ++j)
-      wv[j] = _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(wp + i * kInt8Panel + 16 * j)));
-    for (int r = 0; r < R; ++r) {
-      int64_t quad;
-      std::memcpy(&quad, u16 + r * k + i, sizeof quad);
-      const __m256i xv = _mm256_set1_epi64x(quad);
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm256_add_epi32(acc[r][j], _mm256_madd_epi16(wv[j], xv));
-    }
+/// The signed activations a = u − 128 in [-127, 127] of q's rows (q.a) and their magnitudes |a|
+/// (q.a_abs), for avx2_tile.
+void split_signs(QuantizedRows& q) {
+  const size_t n = q.u.size();
+  q.a.resize(n);
+  q.a_abs.resize(n);
+  const __m256i flip = _mm256_set1_epi8(char(0x80));
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m256i a = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.u.data() + i)), flip);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a.data() + i), a);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a_abs.data() + i), _mm256_abs_epi8(a));
   }
-  // hadd of the pair sums of output columns 0-3 and 4-7 gives columns 0 1 4 5 | 2 3 6 7: reordered.
-  const __m256i order = _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7);
-  const Index c0 = p * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c0);
-  for (int r = 0; r < R; ++r) {
-    alignas(32) int32_t sums[kInt8Panel];
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sums),
-                       _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][0], acc[r][1]), order));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8),
-                       _mm256_permutevar8x32_epi32(_mm256_hadd_epi32(acc[r][2], acc[r][3]), order));
-    for (Index c = 0; c < valid; ++c) y[r * ldy + c0 + c] = finish(sums[c], x_scale[r], w, c0 + c, bias);
+  for (; i < n; ++i) {
+    const int a = int(q.u[i]) - 128;
+    q.a[i] = int8_t(a);
+    q.a_abs[i] = uint8_t(std::abs(a));
   }
 }
 
-/// Panels p0..p1 in blocks of 32 rows (their int16 activations reread from L1/L2 across the
-/// panels), each panel's rows in tiles of 2 (the 8 sums, 4 weight and 1 activation vectors
-/// fit the 16 ymm registers) and a last single row.
-template <class T>
-void avx2_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const T* bias, T* y,
-                 Index ldy, Index p0, Index p1) {
-  constexpr Index kRowBlock = 32;
+/// R rows × 1 panel (16 output columns) at panel p, as llama.cpp's AVX2 int8 dot products: per
+/// k-quad, the panel's 64 weight bytes in 2 vectors (8 columns × 4 values each), and per row
+/// the broadcast 4 values a and |a|: VPSIGNB gives w·sign(a), VPMADDUBSW |a|·(w·sign(a)) = a·w
+/// summed in pairs into int16 (exact: |pair| ≤ 2·127·127 < 2^15, where u·w with u up to 255
+/// would saturate), VPMADDWD by 1 the pairs into int32 column sums Σ a·q = Σ u·q − 128·Σ q,
+/// the centred sum finish() forms; the epilogue rounds as finish() does (same bits).
+template <int R>
+void avx2_tile(const int8_t* a, const uint8_t* a_abs, const float* x_scale, const Int8Matrix& w,
+               Index p, const float* bias, float* y, Index ldy) {
   const Index k = w.padded_cols();
-  for (Index r0 = 0; r0 < m; r0 += kRowBlock) {
-    const Index rows = std::min(kRowBlock, m - r0);
+  const int8_t* wp = w.data.data() + p * kInt8Panel * k;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm256_setzero_si256();
+  for (Index i = 0; i < k; i += 4) {
+    const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + i * kInt8Panel));
+    const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wp + i * kInt8Panel + 32));
+    for (int r = 0; r < R; ++r) {
+      int32_t quad, quad_abs;
+      std::memcpy(&quad, a + r * k + i, sizeof quad);
+      std::memcpy(&quad_abs, a_abs + r * k + i, sizeof quad_abs);
+      const __m256i sv = _mm256_set1_epi32(quad), av = _mm256_set1_epi32(quad_abs);
+      const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(w0, sv)), ones);
+      const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(av, _mm256_sign_epi8(w1, sv)), ones);
+      acc[r][0] = _mm256_add_epi32(acc[r][0], p0);
+      acc[r][1] = _mm256_add_epi32(acc[r][1], p1);
+    }
+  }
+  const Index c0 = p * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c0);
+  if (valid == kInt8Panel) {
+    for (int j = 0; j < 2; ++j) {
+      const __m256 ws = _mm256_loadu_ps(w.scale.data() + c0 + 8 * j);
+      const __m256 b = bias ? _mm256_loadu_ps(bias + c0 + 8 * j) : _mm256_setzero_ps();
+      for (int r = 0; r < R; ++r) {
+        const __m256 s = _mm256_mul_ps(_mm256_set1_ps(x_scale[r]), ws);
+        _mm256_storeu_ps(y + r * ldy + c0 + 8 * j, _mm256_fmadd_ps(_mm256_cvtepi32_ps(acc[r][j]), s, b));
+      }
+    }
+    return;
+  }
+  for (int r = 0; r < R; ++r) {  // the last panel's valid columns, as finish() (uncentred sums)
+    alignas(32) int32_t sums[kInt8Panel];
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums), acc[r][0]);
+    _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), acc[r][1]);
+    for (Index c = 0; c < valid; ++c)
+      y[r * ldy + c0 + c] = finish(sums[c] + 128 * w.row_sum[size_t(c0 + c)], x_scale[r], w, c0 + c, bias);
+  }
+}
+
+/// Panels p0..p1 in blocks of rows whose a and |a| fit in about 128 KB of L2 (reread across the
+/// panels), each panel's rows in tiles of 4 (8 int32 sums, 2 weight vectors, the broadcasts and
+/// products: 14 of the 16 ymm registers) and the last 1-3 rows in one smaller tile.
+[[maybe_unused]] void avx2_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const float* bias, float* y,
+                 Index ldy, Index p0, Index p1) {
+  const Index k = w.padded_cols();
+  const Index row_block = std::max<Index>(4, (Index(65536) / k) / 4 * 4);
+  for (Index r0 = 0; r0 < m; r0 += row_block) {
+    const Index r_end = std::min(m, r0 + row_block);
     for (Index p = p0; p < p1; ++p) {
       Index r = r0;
-      for (; r + 2 <= r0 + rows; r += 2)
-        avx2_tile<2>(q.u16.data() + r * k, q.scale.data() + r, w, p, bias, y + r * ldy, ldy);
-      if (r < r0 + rows) avx2_tile<1>(q.u16.data() + r * k, q.scale.data() + r, w, p, bias, y + r * ldy, ldy);
+      const auto tile = [&](auto rows) {
+        avx2_tile<decltype(rows)::value>(q.a.data() + r * k, q.a_abs.data() + r * k, q.scale.data() + r, w, p,
+                                         bias, y + r * ldy, ldy);
+        r += decltype(rows)::value;
+      };
+      while (r + 4 <= r_end) tile(std::integral_constant<int, 4>());
+      switch (r_end - r) {
+        case 3: tile(std::integral_constant<int, 3>()); break;
+        case 2: tile(std::integral_constant<int, 2>()); break;
+        case 1: tile(std::integral_constant<int, 1>()); break;
+        default: break;
+      }
     }
   }
 }
@@ -331,7 +388,9 @@ void int8_affine(const Eigen::Ref<const Mat>& x, const Int8Matrix& w, const Mat&
   // Reused: a decoding step allocates nothing after the first.
   thread_local QuantizedRows quantized;
   quantize_rows(x.data(), x.outerStride(), m, k, w.padded_cols(), quantized);
-  if (kernel == Int8Kernel::kAvx2) quantized.u16.assign(quantized.u.begin(), quantized.u.end());
+#ifdef __AVX2__
+  if (kernel == Int8Kernel::kAvx2) split_signs(quantized);
+#endif
   const QuantizedRows& q = quantized;  // the caller's buffer, also inside the region below
   using T = Mat::Scalar;
   const T* b = bias.size() > 0 ? bias.data() : nullptr;
