@@ -148,6 +148,32 @@ TEST_CASE("int8_affine: rows, threads and parallel regions change no bit, and ba
   CHECK(compute_type_name(ComputeType::kInt8) == "int8");
 }
 
+TEST_CASE("int8_affine is exact at the ends of the int8 range on every compiled path", "[int8]") {
+  // Every activation and weight quantizes to ±127, so each pair of products the AVX2 path sums in
+  // int16 (VPMADDUBSW) reaches ±2·127·127 = ±32,258: exact, where unsigned activations (u = a +
+  // 128, up to 255) would have saturated at 32,767. The int32 sums are ±127²·k, exact in float.
+  const Index k = 1000, n = 40;  // 40 columns: 2 full panels and a part of one
+  Mat w(n, k), x(6, k);          // 6 rows: a tile of 4 and one of 2
+  // Signs alternating along k, flipped per column and per row: each product's sign is the same
+  // all along k (both signs occur), except in every third column (a pattern of period 4).
+  for (Index c = 0; c < n; ++c)
+    for (Index i = 0; i < k; ++i)
+      w(c, i) = (c % 3 == 2 ? i % 4 < 2 : (c % 2 == 0) == (i % 2 == 0)) ? 2.0f : -2.0f;
+  for (Index r = 0; r < x.rows(); ++r)
+    for (Index i = 0; i < k; ++i) x(r, i) = (r % 2 == 0) == (i % 2 == 0) ? 0.5f : -0.5f;
+  const Int8Matrix q = to_int8(w);
+  const Mat bias = Mat::Zero(1, n);
+  const Mat want = reference_product(x, q, bias);
+  CHECK(want.cwiseAbs().maxCoeff() == Approx(127.0 * 127.0 * double(k) * (2.0 / 127) * (0.5 / 127)));
+  for (const Int8Kernel kernel : int8_kernels_compiled()) {
+    Mat y(x.rows(), n);
+    int8_affine(x, q, bias, y, kernel);
+    INFO("path " << int8_kernel_name(kernel));
+    CHECK((y - want).cwiseAbs().maxCoeff() <= 1e-6 * want.cwiseAbs().maxCoeff());
+    CHECK((y - x * w.transpose()).cwiseAbs().maxCoeff() <= 1e-6 * want.cwiseAbs().maxCoeff());
+  }
+}
+
 // Measured on the two fixture models (20 training steps; flat next-token distributions, so
 // near-ties flip easily, the post-norm one's especially) over the 184 pairs of data/dev.tsv and
 // data/test.tsv, AVX-512 VNNI: largest sentence score change 0.117 nats (pre; relative 0.14 %)

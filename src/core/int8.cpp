@@ -1,8 +1,9 @@
 // int8 quantization and the product x·Wᵀ on int8 weights (see include/anuvad/core/int8.h).
-// Three paths compute the same exact int32 sums: plain C++; AVX2 (bytes widened to int16,
-// VPMADDWD: 16 products per instruction, summed 2 at a time into 8 int32 lanes; not VPMADDUBSW,
-// whose int16 pair sums saturate at 255·127·2); and AVX-512 VNNI (VPDPBUSD: 64
-// unsigned-by-signed byte products per instruction, summed 4 at a time into 16 int32 lanes).
+// Three paths compute the same exact int32 sums: plain C++; AVX2 (signed activations a = u − 128,
+// VPSIGNB + VPMADDUBSW: 32 products |a|·(w·sign(a)) per instruction, summed 2 at a time into
+// int16, exact because |a|, |w| ≤ 127 (u·w with u up to 255 would saturate), then VPMADDWD by 1
+// into 8 int32 lanes); and AVX-512 VNNI (VPDPBUSD: 64 unsigned-by-signed byte products per
+// instruction, summed 4 at a time into 16 int32 lanes).
 #include "anuvad/core/int8.h"
 
 #include <immintrin.h>
@@ -134,7 +135,7 @@ void split_signs(QuantizedRows& q) {
   }
 }
 
-/// R rows × 1 panel (16 output columns) at panel p, as llama.cpp's AVX2 int8 dot products: per
+/// R rows × 1 panel (16 output columns) at panel p, as ggml's AVX2 mul_sum_i8_pairs_float: per
 /// k-quad, the panel's 64 weight bytes in 2 vectors (8 columns × 4 values each), and per row
 /// the broadcast 4 values a and |a|: VPSIGNB gives w·sign(a), VPMADDUBSW |a|·(w·sign(a)) = a·w
 /// summed in pairs into int16 (exact: |pair| ≤ 2·127·127 < 2^15, where u·w with u up to 255

@@ -7,8 +7,9 @@
 //   - each activation row x_r is quantized when the product runs, the same way (s_r = max|x_r| /
 //     127), then shifted by +128 to an unsigned byte u_r = round(x_r / s_r) + 128 in [1, 255],
 //     which the AVX-512 VNNI instruction VPDPBUSD multiplies by the signed weights, 64
-//     multiply-adds per instruction, summing in int32 (without VNNI, AVX2's VPMADDWD on the
-//     bytes widened to int16: 16 per instruction);
+//     multiply-adds per instruction, summing in int32 (without VNNI, AVX2's VPMADDUBSW on
+//     |u − 128| and the weights times sign(u − 128), as ggml's mul_sum_i8_pairs_float: 32 per
+//     instruction, exact int16 pair sums, then VPMADDWD into int32);
 //   - y[r, c] = s_r·s_c·(Σ_i u_r[i]·q_c[i] − 128·Σ_i q_c[i]) + b[c].
 // The integer sums are exact, so every path (VNNI, AVX2 and scalar) gives the same bits, whatever the
 // thread count or the other rows of the product.
@@ -58,8 +59,8 @@ Int8Matrix to_int8(const Eigen::Ref<const Mat>& w);
 Mat from_int8(const Int8Matrix& w);
 
 /// The code paths of int8_affine: kAuto is the widest compiled; kScalar is plain C++ (any
-/// build); kAvx2 needs a build with AVX2 (bytes widened to int16, VPMADDWD: 16 exact products
-/// per instruction; AMD Zen 3 and other CPUs without VNNI); kAvx512Vnni needs a build with
+/// build); kAvx2 needs a build with AVX2 (VPSIGNB + VPMADDUBSW + VPMADDWD: 32 exact products
+/// per 3 instructions; AMD Zen 3 and other CPUs without VNNI); kAvx512Vnni needs a build with
 /// AVX-512 VNNI (-march=native on such a CPU: Intel Cascade Lake and later, AMD Zen 4 and
 /// later). All give identical results.
 enum class Int8Kernel { kAuto, kScalar, kAvx2, kAvx512Vnni };
