@@ -141,6 +141,14 @@ TEST_CASE("int8_affine: rows, threads and parallel regions change no bit, and ba
   int8_affine(nan_row, q, bias, y);
   CHECK(std::isnan(y(2, 0)));  // a NaN in a row makes that row NaN, as in float32
   CHECK(y.row(3) == one.row(3));
+  Mat tiny = x;
+  tiny.row(5).setConstant(1e-40f);  // denormal: 127 / amax overflows, taken as an all-zero row
+  for (const Int8Kernel kernel : int8_kernels_compiled()) {
+    int8_affine(tiny, q, bias, y, kernel);
+    INFO("path " << int8_kernel_name(kernel));
+    CHECK(y.row(5) == bias);
+    CHECK(y.row(4) == one.row(4));
+  }
   Mat wrong(9, 201);
   CHECK_THROWS_AS(int8_affine(x, q, bias, wrong), ShapeError);
   CHECK_THROWS_AS(int8_affine(x.leftCols(511), q, bias, one), ShapeError);
@@ -149,29 +157,34 @@ TEST_CASE("int8_affine: rows, threads and parallel regions change no bit, and ba
 }
 
 TEST_CASE("int8_affine is exact at the ends of the int8 range on every compiled path", "[int8]") {
-  // Every activation and weight quantizes to ±127, so each pair of products the AVX2 path sums in
-  // int16 (VPMADDUBSW) reaches ±2·127·127 = ±32,258: exact, where unsigned activations (u = a +
-  // 128, up to 255) would have saturated at 32,767. The int32 sums are ±127²·k, exact in float.
+  // Every activation and weight quantizes to ±127, with signs constant over each pair of k (i,
+  // i + 1), so each pair of products the AVX2 path sums in int16 (VPMADDUBSW) reaches ±2·127·127
+  // = ±32,258: exact, where the unsigned activations u = a + 128 (255 for a = 127) would give
+  // 2·255·127 = 64,770 and saturate at 32,767. The int32 sums are ±127²·k, exact in float.
   const Index k = 1000, n = 40;  // 40 columns: 2 full panels and a part of one
   Mat w(n, k), x(6, k);          // 6 rows: a tile of 4 and one of 2
-  // Signs alternating along k, flipped per column and per row: each product's sign is the same
-  // all along k (both signs occur), except in every third column (a pattern of period 4).
+  // Signs alternating by pairs along k, flipped per column and per row: each product's sign is
+  // the same all along k (both signs occur), except in every third column (a pattern of period 8,
+  // whose products cancel: 0).
   for (Index c = 0; c < n; ++c)
     for (Index i = 0; i < k; ++i)
-      w(c, i) = (c % 3 == 2 ? i % 4 < 2 : (c % 2 == 0) == (i % 2 == 0)) ? 2.0f : -2.0f;
+      w(c, i) = (c % 3 == 2 ? i % 8 < 4 : (c % 2 == 0) == (i / 2 % 2 == 0)) ? 2.0f : -2.0f;
   for (Index r = 0; r < x.rows(); ++r)
-    for (Index i = 0; i < k; ++i) x(r, i) = (r % 2 == 0) == (i % 2 == 0) ? 0.5f : -0.5f;
+    for (Index i = 0; i < k; ++i) x(r, i) = (r % 2 == 0) == (i / 2 % 2 == 0) ? 0.5f : -0.5f;
   const Int8Matrix q = to_int8(w);
   const Mat bias = Mat::Zero(1, n);
   const Mat want = reference_product(x, q, bias);
   CHECK(want.cwiseAbs().maxCoeff() == Approx(127.0 * 127.0 * double(k) * (2.0 / 127) * (0.5 / 127)));
+  std::vector<Mat> got;
   for (const Int8Kernel kernel : int8_kernels_compiled()) {
     Mat y(x.rows(), n);
     int8_affine(x, q, bias, y, kernel);
     INFO("path " << int8_kernel_name(kernel));
     CHECK((y - want).cwiseAbs().maxCoeff() <= 1e-6 * want.cwiseAbs().maxCoeff());
     CHECK((y - x * w.transpose()).cwiseAbs().maxCoeff() <= 1e-6 * want.cwiseAbs().maxCoeff());
+    got.push_back(y);
   }
+  for (const Mat& y : got) CHECK(y == got.front());
 }
 
 // Measured on the two fixture models (20 training steps; flat next-token distributions, so

@@ -46,7 +46,8 @@ float quantize_row(const T* x, Index k, Index stride, uint8_t* u) {
   const Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>> row(x, k);
   const bool finite = row.allFinite();  // vectorized, as the maximum below
   const float amax = finite && k > 0 ? static_cast<float>(row.abs().maxCoeff()) : 0.0f;
-  if (!finite || !(amax > 0.0f)) {
+  // A row below 127/FLT_MAX (denormals) would scale by an infinity: taken as all-zero.
+  if (!finite || !(amax > 0.0f) || !std::isfinite(127.0f / amax)) {
     std::fill(u, u + stride, uint8_t(128));
     return finite ? 0.0f : std::numeric_limits<float>::quiet_NaN();
   }
@@ -124,7 +125,8 @@ void split_signs(QuantizedRows& q) {
   const __m256i flip = _mm256_set1_epi8(char(0x80));
   size_t i = 0;
   for (; i + 32 <= n; i += 32) {
-    const __m256i a = _mm256_xor_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.u.data() + i)), flip);
+    const __m256i u = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q.u.data() + i));
+    const __m256i a = _mm256_xor_si256(u, flip);  // u − 128 as a signed byte
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a.data() + i), a);
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(q.a_abs.data() + i), _mm256_abs_epi8(a));
   }
@@ -164,6 +166,7 @@ void avx2_tile(const int8_t* a, const uint8_t* a_abs, const float* x_scale, cons
     }
   }
   const Index c0 = p * kInt8Panel, valid = std::min(kInt8Panel, w.rows - c0);
+#ifdef __FMA__
   if (valid == kInt8Panel) {
     for (int j = 0; j < 2; ++j) {
       const __m256 ws = _mm256_loadu_ps(w.scale.data() + c0 + 8 * j);
@@ -175,7 +178,8 @@ void avx2_tile(const int8_t* a, const uint8_t* a_abs, const float* x_scale, cons
     }
     return;
   }
-  for (int r = 0; r < R; ++r) {  // the last panel's valid columns, as finish() (uncentred sums)
+#endif
+  for (int r = 0; r < R; ++r) {  // a partial last panel (or no FMA): finish() on the uncentred sums
     alignas(32) int32_t sums[kInt8Panel];
     _mm256_store_si256(reinterpret_cast<__m256i*>(sums), acc[r][0]);
     _mm256_store_si256(reinterpret_cast<__m256i*>(sums + 8), acc[r][1]);
@@ -187,10 +191,11 @@ void avx2_tile(const int8_t* a, const uint8_t* a_abs, const float* x_scale, cons
 /// Panels p0..p1 in blocks of rows whose a and |a| fit in about 128 KB of L2 (reread across the
 /// panels), each panel's rows in tiles of 4 (8 int32 sums, 2 weight vectors, the broadcasts and
 /// products: 14 of the 16 ymm registers) and the last 1-3 rows in one smaller tile.
-[[maybe_unused]] void avx2_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const float* bias, float* y,
-                 Index ldy, Index p0, Index p1) {
+/// (Unused in the double-precision build, whose panel_range never takes this path.)
+[[maybe_unused]] void avx2_panels(const QuantizedRows& q, Index m, const Int8Matrix& w, const float* bias,
+                                  float* y, Index ldy, Index p0, Index p1) {
   const Index k = w.padded_cols();
-  const Index row_block = std::max<Index>(4, (Index(65536) / k) / 4 * 4);
+  const Index row_block = std::max<Index>(4, (Index(65536) / std::max<Index>(k, 4)) / 4 * 4);
   for (Index r0 = 0; r0 < m; r0 += row_block) {
     const Index r_end = std::min(m, r0 + row_block);
     for (Index p = p0; p < p1; ++p) {
