@@ -209,6 +209,21 @@ TEST_CASE("bf16_affine: threads split columns without changing a bit; sizes are 
   omp_set_num_threads(threads);
   CHECK(one == two);
   CHECK(one == inside);
+  // One row (on the AVX-512 BF16 path a matrix-vector kernel of its own, 8 columns at a time,
+  // the rest by 4 and by 1): split across two threads at 304 of 615 columns (1·615·513 ≥
+  // kBf16SplitMinMultiplyAdds), the same bits as on one thread and as row 0 of a 3-row product.
+  const Mat x3 = random_mat(3, 513, rng), bias_wide = random_mat(1, 615, rng);
+  const Bf16Matrix w_wide = to_bf16(random_mat(615, 513, rng));
+  REQUIRE(615.0 * 513 >= kBf16SplitMinMultiplyAdds);
+  Mat rows3(3, 615), row_one(1, 615), row_two(1, 615);
+  omp_set_num_threads(1);
+  bf16_affine(x3, w_wide, bias_wide, rows3);
+  bf16_affine(x3.row(0), w_wide, bias_wide, row_one);
+  omp_set_num_threads(2);
+  bf16_affine(x3.row(0), w_wide, bias_wide, row_two);
+  omp_set_num_threads(threads);
+  CHECK(row_one == rows3.row(0));
+  CHECK(row_two == rows3.row(0));
   Mat wrong(2, 202);
   CHECK_THROWS_AS(bf16_affine(x, w, bias, wrong), ShapeError);
   CHECK_THROWS_AS(bf16_affine(x.leftCols(512), w, bias, one), ShapeError);

@@ -297,8 +297,48 @@ void dot_row_tiles(const uint16_t* x, Index n_rows, const uint16_t* w, Index k, 
     if (r < n_rows) dot_row_tiles<R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
 }
 
+/// One row of x (a batch-1 decoding step: y[c] += x·w_c, a matrix-vector product bound by reading
+/// w) by 8 weight rows at a time: 8 accumulator chains, one x load per 8 weight loads, each weight
+/// row through a pointer of its own (dot_tile<1, 4>'s generic indexing spilled registers inside
+/// its loop here). Each column's lanes add up in the order dot_tile's do and are summed by the
+/// same sum4, so y has dot_tile's bits. Columns c0..c1; the c1 − c0 mod 8 rest by dot_tile.
+void dot_gemv(const uint16_t* x, const Bf16Matrix& w, float* y, Index c0, Index c1) {
+  const Index k = w.cols, k_main = k - k % 32;
+  Index c = c0;
+  for (; c + 8 <= c1; c += 8) {
+    const uint16_t* p0 = w.row(c);
+    const uint16_t *p1 = p0 + k, *p2 = p1 + k, *p3 = p2 + k, *p4 = p3 + k, *p5 = p4 + k, *p6 = p5 + k,
+                   *p7 = p6 + k;
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    for (Index i = 0; i < k_main; i += 32) {
+      const __m512bh xv = (__m512bh)_mm512_loadu_si512(x + i);
+      for (int j = 0; j < 8; ++j) __builtin_prefetch(p0 + (8 + j) * k + i);
+      a0 = _mm512_dpbf16_ps(a0, xv, (__m512bh)_mm512_loadu_si512(p0 + i));
+      a1 = _mm512_dpbf16_ps(a1, xv, (__m512bh)_mm512_loadu_si512(p1 + i));
+      a2 = _mm512_dpbf16_ps(a2, xv, (__m512bh)_mm512_loadu_si512(p2 + i));
+      a3 = _mm512_dpbf16_ps(a3, xv, (__m512bh)_mm512_loadu_si512(p3 + i));
+      a4 = _mm512_dpbf16_ps(a4, xv, (__m512bh)_mm512_loadu_si512(p4 + i));
+      a5 = _mm512_dpbf16_ps(a5, xv, (__m512bh)_mm512_loadu_si512(p5 + i));
+      a6 = _mm512_dpbf16_ps(a6, xv, (__m512bh)_mm512_loadu_si512(p6 + i));
+      a7 = _mm512_dpbf16_ps(a7, xv, (__m512bh)_mm512_loadu_si512(p7 + i));
+    }
+    const __m512 lo[4] = {a0, a1, a2, a3}, hi[4] = {a4, a5, a6, a7};
+    float s[8];
+    Avx512Path::sum4(lo, s);
+    Avx512Path::sum4(hi, s + 4);
+    for (int j = 0; j < 8; ++j) {
+      const uint16_t* wj = p0 + j * k;
+      for (Index i = k_main; i < k; ++i) s[j] = madd(bf16_to_float(x[i]), bf16_to_float(wj[i]), s[j]);
+      y[c + j] += s[j];
+    }
+  }
+  for (; c + 4 <= c1; c += 4) dot_tile<1, 4>(x, w.row(c), k, y + c, 1);
+  for (; c < c1; ++c) dot_tile<1, 1>(x, w.row(c), k, y + c, 1);
+}
+
 /// The dot-product path over output columns c0..c1 (x rounded to bfloat16, stride k).
 void dot_columns(const uint16_t* x, Index m, const Bf16Matrix& w, float* y, Index ldy, Index c0, Index c1) {
+  if (m == 1) return dot_gemv(x, w, y, c0, c1);
   blocked_columns(x, m, w, y, ldy, c0, c1, dot_row_tiles<4, 4>, dot_row_tiles<4, 1>);
 }
 #endif
