@@ -109,7 +109,9 @@ void pack_for_onednn_only(Bf16Matrix& w);
 /// the widest own path is kAvx2, kBlas unless it is kAvx512Bf16; and otherwise the widest of anuvad's own paths compiled
 /// (AVX-512 BF16 dot products, then AVX-512F, then AVX2 with FMA, then scalar C++); the others
 /// are for tests and benchmarks. kAvx512Bf16 and kOnednn round the activations to bfloat16 (the
-/// others keep them float32). kOnednn is oneDNN's matmul (its "brgemm" AVX-512 BF16 kernels) on
+/// others keep them float32); kAvx512Bf16 multiplies one row (a batch-1 step) by 8 weight rows
+/// at a time, prefetching the next 8, and more rows in tiles of 4 × 4, with the same bits per
+/// row either way. kOnednn is oneDNN's matmul (its "brgemm" AVX-512 BF16 kernels) on
 /// weights it packed itself (Bf16Matrix::onednn). kBlas widens the weights, a chunk of rows at a
 /// time, to float32 (exactly) in a per-thread buffer of about kBf16BlasChunkBytes and multiplies
 /// each chunk with OpenBLAS's float32 GEMM (core/gemm.h's library), as fast per row as a float32
