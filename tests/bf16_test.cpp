@@ -210,20 +210,26 @@ TEST_CASE("bf16_affine: threads split columns without changing a bit; sizes are 
   CHECK(one == two);
   CHECK(one == inside);
   // One row (on the AVX-512 BF16 path a matrix-vector kernel of its own, 8 columns at a time,
-  // the rest by 4 and by 1): split across two threads at 304 of 615 columns (1·615·513 ≥
-  // kBf16SplitMinMultiplyAdds), the same bits as on one thread and as row 0 of a 3-row product.
-  const Mat x3 = random_mat(3, 513, rng), bias_wide = random_mat(1, 615, rng);
-  const Bf16Matrix w_wide = to_bf16(random_mat(615, 513, rng));
-  REQUIRE(615.0 * 513 >= kBf16SplitMinMultiplyAdds);
-  Mat rows3(3, 615), row_one(1, 615), row_two(1, 615);
-  omp_set_num_threads(1);
-  bf16_affine(x3, w_wide, bias_wide, rows3);
-  bf16_affine(x3.row(0), w_wide, bias_wide, row_one);
-  omp_set_num_threads(2);
-  bf16_affine(x3.row(0), w_wide, bias_wide, row_two);
-  omp_set_num_threads(threads);
-  CHECK(row_one == rows3.row(0));
-  CHECK(row_two == rows3.row(0));
+  // the rest by 4 and by 1), on every own path: split across two threads at column 308 of 619
+  // (1·619·513 ≥ kBf16SplitMinMultiplyAdds; 308 = 38·8 + 4 and 311 = 38·8 + 4 + 3, so each
+  // thread's range has a 4-column rest and the second's starts off a multiple of 8), the same
+  // bits as on one thread and as row 0 of a 3-row product (the 4-row tile's code).
+  const Mat x3 = random_mat(3, 513, rng), bias_wide = random_mat(1, 619, rng);
+  const Bf16Matrix w_wide = to_bf16(random_mat(619, 513, rng));
+  REQUIRE(619.0 * 513 >= kBf16SplitMinMultiplyAdds);
+  for (const Bf16Kernel kernel : bf16_kernels_compiled()) {
+    if (kernel == Bf16Kernel::kBlas || kernel == Bf16Kernel::kOnednn) continue;  // not ours
+    Mat rows3(3, 619), row_one(1, 619), row_two(1, 619);
+    omp_set_num_threads(1);
+    bf16_affine(x3, w_wide, bias_wide, rows3, kernel);
+    bf16_affine(x3.row(0), w_wide, bias_wide, row_one, kernel);
+    omp_set_num_threads(2);
+    bf16_affine(x3.row(0), w_wide, bias_wide, row_two, kernel);
+    omp_set_num_threads(threads);
+    INFO("path " << bf16_kernel_name(kernel));
+    CHECK(row_one == rows3.row(0));
+    CHECK(row_two == rows3.row(0));
+  }
   Mat wrong(2, 202);
   CHECK_THROWS_AS(bf16_affine(x, w, bias, wrong), ShapeError);
   CHECK_THROWS_AS(bf16_affine(x.leftCols(512), w, bias, one), ShapeError);

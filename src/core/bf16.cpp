@@ -297,8 +297,8 @@ void dot_row_tiles(const uint16_t* x, Index n_rows, const uint16_t* w, Index k, 
     if (r < n_rows) dot_row_tiles<R - 1, C>(x + r * k, n_rows - r, w, k, y + r * ldy, ldy);
 }
 
-/// One row of x (a batch-1 decoding step: y[c] += x·w_c, a matrix-vector product bound by reading
-/// w) by 8 weight rows at a time: 8 accumulator chains, one x load per 8 weight loads, each weight
+/// y[c0..c1) += x · w_cᵀ for one row x [k] (rounded to bfloat16) and w [n, k] (row-major): a
+/// batch-1 decoding step's matrix-vector product, bound by reading w. 8 weight rows at a time: 8 accumulator chains, one x load per 8 weight loads, each weight
 /// row through a pointer of its own (dot_tile<1, 4>'s generic indexing spilled registers inside
 /// its loop here). Each column's lanes add up in the order dot_tile's do and are summed by the
 /// same sum4, so y has dot_tile's bits. Columns c0..c1; the c1 − c0 mod 8 rest by dot_tile.
