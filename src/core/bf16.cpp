@@ -298,10 +298,12 @@ void dot_row_tiles(const uint16_t* x, Index n_rows, const uint16_t* w, Index k, 
 }
 
 /// y[c0..c1) += x · w_cᵀ for one row x [k] (rounded to bfloat16) and w [n, k] (row-major): a
-/// batch-1 decoding step's matrix-vector product, bound by reading w. 8 weight rows at a time: 8 accumulator chains, one x load per 8 weight loads, each weight
-/// row through a pointer of its own (dot_tile<1, 4>'s generic indexing spilled registers inside
-/// its loop here). Each column's lanes add up in the order dot_tile's do and are summed by the
-/// same sum4, so y has dot_tile's bits. Columns c0..c1; the c1 − c0 mod 8 rest by dot_tile.
+/// batch-1 decoding step's matrix-vector product, bound by reading w. 8 weight rows at a time:
+/// 8 accumulator chains, one x load per 8 weight loads, each weight row through a pointer of its
+/// own (dot_tile<1, 4>'s generic indexing spilled registers inside its loop here), and per 64
+/// bytes of each row a prefetch of the same line of the next 8 rows. Each column's lanes add up
+/// in the order dot_tile's do and are summed by the same sum4, so y has dot_tile's bits. The
+/// c1 − c0 mod 8 rest by dot_tile.
 void dot_gemv(const uint16_t* x, const Bf16Matrix& w, float* y, Index c0, Index c1) {
   const Index k = w.cols, k_main = k - k % 32;
   Index c = c0;
