@@ -59,6 +59,34 @@ TEST_CASE("StepTeam: every split runs once per thread; serial code stays on thre
   CHECK(after == 1);
 }
 
+TEST_CASE("StepTeam: a team of 5 threads waits for every worker's own done flag", "[parallel]") {
+  // More threads than this host's cores: workers yield while they wait. A split that returned
+  // before one worker finished would leave its slot at the previous round's value.
+  constexpr int kThreads = 5, kRounds = 2000;
+  std::vector<long long> slot(kThreads, -1);
+  int size = 0, stale = 0, seen_all = 0;
+  StepTeam::run(kThreads, [&] {
+    StepTeam* team = StepTeam::current();
+    if (team == nullptr) return;  // OpenMP gave one thread
+    size = team->size();
+    for (int round = 0; round < kRounds; ++round) {
+      team->split([&](int t, int) {
+        if (t != 0) for (volatile int spin = 0; spin < 200 * t; ++spin) {}  // finish at different times
+        slot[size_t(t)] = round;
+      });
+      int fresh = 0;
+      for (int t = 0; t < size; ++t) fresh += slot[size_t(t)] == round;
+      stale += fresh != size;
+    }
+    seen_all = 1;
+  });
+  if (size > 1) {
+    CHECK(seen_all == 1);
+    CHECK(stale == 0);
+    CHECK(size <= kThreads);
+  }
+}
+
 TEST_CASE("A batch-1 decoding step on a step team gives one thread's bits", "[parallel][cache]") {
   // The output projection (128·2048) and the feed-forward products (128·2048) reach the split
   // threshold (262,144 multiply-adds), so at batch 1 on two threads decode_step holds a team.

@@ -25,29 +25,30 @@ void spin_while(Pred&& pred) {
 }  // namespace
 
 void StepTeam::post(Call call, const void* fn) {
-  call_ = call;
-  fn_ = fn;
-  pending_.store(size_ - 1, std::memory_order_relaxed);
-  generation_.fetch_add(1, std::memory_order_release);  // publishes call_, fn_, pending_
+  post_.call = call;
+  post_.fn = fn;
+  post_.generation.fetch_add(1, std::memory_order_release);  // publishes call and fn
 }
 
 void StepTeam::wait_done() {
-  spin_while([this] { return pending_.load(std::memory_order_acquire) != 0; });
+  const uint64_t generation = post_.generation.load(std::memory_order_relaxed);
+  for (int t = 1; t < size_; ++t)
+    spin_while([&] { return done_[t].generation.load(std::memory_order_acquire) != generation; });
 }
 
 void StepTeam::stop() {
-  stopping_ = true;
-  generation_.fetch_add(1, std::memory_order_release);
+  post_.stopping = true;
+  post_.generation.fetch_add(1, std::memory_order_release);
 }
 
 void StepTeam::serve(int t) {
   uint64_t seen = 0;
   for (;;) {
-    spin_while([&] { return generation_.load(std::memory_order_acquire) == seen; });
-    seen = generation_.load(std::memory_order_acquire);
-    if (stopping_) return;
-    call_(fn_, t, size_);
-    pending_.fetch_sub(1, std::memory_order_release);  // publishes this thread's writes
+    spin_while([&] { return post_.generation.load(std::memory_order_acquire) == seen; });
+    seen = post_.generation.load(std::memory_order_acquire);
+    if (post_.stopping) return;
+    post_.call(post_.fn, t, post_.size);
+    done_[t].generation.store(seen, std::memory_order_release);  // publishes this thread's writes
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <exception>
@@ -26,9 +27,9 @@ void spin_relax(uint32_t polls);
 class StepTeam {
  public:
   /// Runs body() on the calling thread as thread 0 of a new OpenMP team of `threads` threads
-  /// (fewer if OpenMP gives fewer); inside body, current() returns the team. With threads < 2
-  /// or inside a parallel region, body() runs alone and current() stays null. Rethrows what
-  /// body throws, after the team has ended.
+  /// (at most kMaxThreads; fewer if OpenMP gives fewer); inside body, current() returns the
+  /// team. With threads < 2 or inside a parallel region, body() runs alone and current() stays
+  /// null. Rethrows what body throws, after the team has ended.
   template <typename Body>
   static void run(int threads, Body&& body);
 
@@ -38,6 +39,9 @@ class StepTeam {
   /// How many teams of ≥ 2 threads run() has started in this process (tests check that a path
   /// took a team).
   static uint64_t teams_started() { return started_.load(std::memory_order_relaxed); }
+
+  /// Most threads a team holds (run() asks OpenMP for no more).
+  static constexpr int kMaxThreads = 64;
 
   /// Number of threads in the team (≥ 2).
   int size() const { return size_; }
@@ -63,12 +67,23 @@ class StepTeam {
 
   static thread_local StepTeam* current_;
   static std::atomic<uint64_t> started_;
+  /// What a worker reads to start, in one cache line: one transfer from thread 0 per hand-off.
+  struct alignas(64) Post {
+    std::atomic<uint64_t> generation{0};  ///< bumped by post() and stop(); publishes the rest
+    Call call = nullptr;
+    const void* fn = nullptr;
+    int size = 1;
+    bool stopping = false;
+  };
+  /// A worker's last finished generation, in a line of its own that only it writes and thread 0
+  /// only reads (a counter that both decrement and read costs one more transfer per hand-off:
+  /// 0.87 against 0.45-0.6 µs per empty split on the 2-vCPU Zen 5 host).
+  struct alignas(64) Done {
+    std::atomic<uint64_t> generation{0};
+  };
+  Post post_;
+  Done done_[kMaxThreads];
   int size_ = 1;
-  Call call_ = nullptr;
-  const void* fn_ = nullptr;
-  alignas(64) std::atomic<uint64_t> generation_{0};  ///< bumped by post() and stop()
-  alignas(64) std::atomic<int> pending_{0};          ///< threads still running the posted work
-  bool stopping_ = false;
 };
 
 template <typename Body>
@@ -76,11 +91,11 @@ void StepTeam::run(int threads, Body&& body) {
   if (threads < 2 || current_ != nullptr || omp_in_parallel()) return body();
   StepTeam team;
   std::exception_ptr error;
-#pragma omp parallel num_threads(threads)
+#pragma omp parallel num_threads(std::min(threads, kMaxThreads))
   {
-    // No barrier: the workers read size_ only after post() or stop() has published it.
+    // No barrier: the workers read post_ only after post() or stop() has published it.
     if (omp_get_thread_num() == 0) {
-      team.size_ = omp_get_num_threads();
+      team.size_ = team.post_.size = omp_get_num_threads();
       if (team.size_ > 1) {
         current_ = &team;
         started_.fetch_add(1, std::memory_order_relaxed);
