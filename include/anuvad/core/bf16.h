@@ -170,9 +170,10 @@ inline constexpr double kBf16SplitMinMultiplyAdds = 262144.0;
 /// The same on a StepTeam (core/step_team.h: a batch-1 decoding step), where handing a column
 /// range to the other thread cost ~0.7 µs when measured (0.45-0.6 µs since the one-line
 /// hand-off of 2026-12-07; 65,536 then still no better in 12 alternated rounds, within this
-/// host's noise) rather than a fork/join: small's self-attention projections (196,608) split too. Small, bfloat16 cached greedy at batch 1, 2 threads, 14
-/// alternated rounds against 262,144: faster in 10, median 6,273 against 6,107 tok/s in the
-/// last 8 (65,536: 5,052 against 4,931 in 6 rounds, behind 131,072's 5,978).
+/// host's noise) rather than a fork/join: small's self-attention projections (196,608) split
+/// too. Small, bfloat16 cached greedy at batch 1, 2 threads, 14 alternated rounds against
+/// 262,144: faster in 10, median 6,273 against 6,107 tok/s in the last 8 (65,536: 5,052
+/// against 4,931 in 6 rounds, behind 131,072's 5,978).
 inline constexpr double kBf16TeamSplitMinMultiplyAdds = 131072.0;
 
 /// Rows bf16_affine multiplies per pass: it keeps an interleaved float32 copy of that many rows
