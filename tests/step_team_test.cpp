@@ -71,7 +71,9 @@ TEST_CASE("StepTeam: a team of 5 threads waits for every worker's own done flag"
     size = team->size();
     for (int round = 0; round < kRounds; ++round) {
       team->split([&](int t, int) {
-        if (t != 0) for (volatile int spin = 0; spin < 200 * t; ++spin) {}  // finish at different times
+        // A different worker finishes last in each round (a wait for one worker's flag only
+        // would miss the others).
+        if (t != 0) for (volatile int spin = 0; spin < 200 * ((t + round) % size); ++spin) {}
         slot[size_t(t)] = round;
       });
       int fresh = 0;

@@ -28,8 +28,9 @@ class StepTeam {
  public:
   /// Runs body() on the calling thread as thread 0 of a new OpenMP team of `threads` threads
   /// (at most kMaxThreads; fewer if OpenMP gives fewer); inside body, current() returns the
-  /// team. With threads < 2 or inside a parallel region, body() runs alone and current() stays
-  /// null. Rethrows what body throws, after the team has ended.
+  /// team. With threads < 2, inside a parallel region or inside another team's body, body()
+  /// runs alone and current() keeps its value (null, or that outer team). Rethrows what body
+  /// throws, after the team has ended.
   template <typename Body>
   static void run(int threads, Body&& body);
 
@@ -67,7 +68,8 @@ class StepTeam {
 
   static thread_local StepTeam* current_;
   static std::atomic<uint64_t> started_;
-  /// What a worker reads to start, in one cache line: one transfer from thread 0 per hand-off.
+  /// What a worker reads to start, in one cache line: one transfer from thread 0 to each worker
+  /// per hand-off.
   struct alignas(64) Post {
     std::atomic<uint64_t> generation{0};  ///< bumped by post() and stop(); publishes the rest
     Call call = nullptr;
@@ -82,7 +84,7 @@ class StepTeam {
     std::atomic<uint64_t> generation{0};
   };
   Post post_;
-  Done done_[kMaxThreads];
+  Done done_[kMaxThreads];  ///< [t] for workers t ≥ 1 (done_[0] unused)
   int size_ = 1;
 };
 
@@ -93,7 +95,8 @@ void StepTeam::run(int threads, Body&& body) {
   std::exception_ptr error;
 #pragma omp parallel num_threads(std::min(threads, kMaxThreads))
   {
-    // No barrier: the workers read post_ only after post() or stop() has published it.
+    // No barrier: the workers poll post_.generation and read post_'s other fields only after
+    // post() or stop() has published them.
     if (omp_get_thread_num() == 0) {
       team.size_ = team.post_.size = omp_get_num_threads();
       if (team.size_ > 1) {
