@@ -7,6 +7,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -17,6 +18,7 @@
 #include <type_traits>
 
 #include "anuvad/core/gemm.h"
+#include "anuvad/core/step_team.h"
 
 // OpenBLAS extension (declared in its cblas.h; restated so that another CBLAS header compiles).
 extern "C" char* openblas_get_corename(void);
@@ -125,6 +127,28 @@ std::string cpuinfo(const std::string& key) {
   return "";
 }
 
+/// Round trip of an empty StepTeam split on `threads` threads, µs: the median over 5 batches of
+/// 20,000 splits of each batch's mean (0 without a team of ≥ 2 threads). ~0.5-1 µs when the
+/// threads run on separate cores of the 2-vCPU Zen 5 hosts measured, 0.06-0.08 µs when the
+/// hypervisor had put both vCPUs on one core (tests/bench/README.md, "Unequal vCPUs").
+double team_split_us(int threads) {
+  std::vector<double> means;
+  anuvad::StepTeam::run(threads, [&] {
+    anuvad::StepTeam* team = anuvad::StepTeam::current();
+    if (team == nullptr) return;
+    constexpr int kSplits = 20000;
+    for (int batch = 0; batch < 5; ++batch) {
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < kSplits; ++i) team->split([](int, int) {});
+      means.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() /
+                      kSplits);
+    }
+  });
+  if (means.empty()) return 0;
+  std::sort(means.begin(), means.end());
+  return means[means.size() / 2];
+}
+
 json fma_line(int threads, double min_time, int reps) {
   const bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool has_avx512 = __builtin_cpu_supports("avx512f");
@@ -136,7 +160,7 @@ json fma_line(int threads, double min_time, int reps) {
   auto has = [&](const char* f) { return flags.find(std::string(" ") + f + " ") != std::string::npos; };
   return {{"mode", "ceiling_fma"}, {"threads", threads}, {"fma_peak_gflops", r2(peak)},
           {"isa", avx512 > avx2 ? "avx512" : "avx2"}, {"avx2_gflops", r2(avx2)},
-          {"avx512_gflops", r2(avx512)},
+          {"avx512_gflops", r2(avx512)}, {"team_split_us", std::round(team_split_us(threads) * 1000) / 1000},
           {"cpu", {{"model", cpuinfo("model name")}, {"avx512f", has("avx512f")},
                    {"avx512_bf16", has("avx512_bf16")}, {"avx2", has("avx2")}}}};
 }

@@ -166,6 +166,11 @@ def print_kernels(kernels, ours, torch, ort, ceil):
         print(f"FMA peak at {r['threads']} threads (12 independent FMA chains per thread, FLOPs over the "
               f"threads' CPU time, best sample of each config's ceiling run): {per} GFLOP/s ({r['isa']}; AVX2 "
               f"{fmt(r['avx2_gflops'])}, AVX-512 {fmt(r['avx512_gflops'])} in the last run).")
+        splits = [r for r in fma if r.get("team_split_us")]
+        if splits:
+            per = ", ".join(f"{r['config']} {r['team_split_us']:.2f}" for r in splits)
+            print(f"Thread hand-off before each config (anuvad's empty StepTeam split, round trip, median of "
+                  f"5 × 20,000): {per} µs (a few hundredths of a µs would mean both threads ran on one core).")
     print()
 
 
