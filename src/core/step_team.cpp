@@ -32,7 +32,7 @@ void StepTeam::post(Call call, const void* fn) {
 
 void StepTeam::wait_done() {
   const uint64_t generation = post_.generation.load(std::memory_order_relaxed);
-  for (int t = 1; t < size_; ++t)
+  for (int t = 1; t < post_.size; ++t)
     spin_while([&] { return done_[t].generation.load(std::memory_order_acquire) != generation; });
 }
 

@@ -197,8 +197,9 @@ inline constexpr Index kBf16MaxRowsPerCall = 256;
 /// split from kBf16TeamSplitMinMultiplyAdds across the team; inside one of anuvad's parallel
 /// regions either runs on the calling thread. On the base decoder's products, one thread, the own
 /// AVX-512 BF16 path made (2026-12-01, before its one-row kernel) 16 GMAC/s at 1 row (float32
-/// Eigen GEMV: 7.4), 21 at 4 rows, and 50 at 32 rows, against 43 for float32 OpenBLAS (tests/bench/README.md, "bfloat16 weights"); oneDNN
-/// made 1.4-1.9x the own path's rate at 4-256 rows (2 threads). Throws ShapeError on a size
+/// Eigen GEMV: 7.4), 21 at 4 rows, and 50 at 32 rows, against 43 for float32 OpenBLAS
+/// (tests/bench/README.md, "bfloat16 weights"); oneDNN made 1.4-1.9x the own path's rate at
+/// 4-256 rows (2 threads). Throws ShapeError on a size
 /// mismatch, ConfigError for a kernel not available in this build.
 void bf16_affine(const Eigen::Ref<const Mat>& x, const Bf16Matrix& w, const Mat& bias,
                  Eigen::Ref<Mat> y, Bf16Kernel kernel = Bf16Kernel::kAuto);

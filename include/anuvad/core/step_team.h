@@ -45,7 +45,7 @@ class StepTeam {
   static constexpr int kMaxThreads = 64;
 
   /// Number of threads in the team (≥ 2).
-  int size() const { return size_; }
+  int size() const { return post_.size; }
 
   /// Calls fn(t, size()) once on every team thread t (t = 0 on the caller) and returns when all
   /// have returned. fn must not throw; it runs concurrently, so calls must write disjoint data.
@@ -54,7 +54,7 @@ class StepTeam {
     using F = std::remove_reference_t<Fn>;
     const auto call = [](const void* f, int t, int nt) { (*static_cast<const F*>(f))(t, nt); };
     post(call, static_cast<const void*>(&fn));
-    fn(0, size_);
+    fn(0, post_.size);
     wait_done();
   }
 
@@ -74,7 +74,7 @@ class StepTeam {
     std::atomic<uint64_t> generation{0};  ///< bumped by post() and stop(); publishes the rest
     Call call = nullptr;
     const void* fn = nullptr;
-    int size = 1;
+    int size = 1;  ///< threads in the team, set by run() before the first post
     bool stopping = false;
   };
   /// A worker's last finished generation, in a line of its own that only it writes and thread 0
@@ -85,7 +85,6 @@ class StepTeam {
   };
   Post post_;
   Done done_[kMaxThreads];  ///< [t] for workers t ≥ 1 (done_[0] unused)
-  int size_ = 1;
 };
 
 template <typename Body>
@@ -98,8 +97,8 @@ void StepTeam::run(int threads, Body&& body) {
     // No barrier: the workers poll post_.generation and read post_'s other fields only after
     // post() or stop() has published them.
     if (omp_get_thread_num() == 0) {
-      team.size_ = team.post_.size = omp_get_num_threads();
-      if (team.size_ > 1) {
+      team.post_.size = omp_get_num_threads();
+      if (team.post_.size > 1) {
         current_ = &team;
         started_.fetch_add(1, std::memory_order_relaxed);
       }
@@ -109,7 +108,7 @@ void StepTeam::run(int threads, Body&& body) {
         error = std::current_exception();
       }
       current_ = nullptr;
-      if (team.size_ > 1) team.stop();
+      if (team.post_.size > 1) team.stop();
     } else {
       team.serve(omp_get_thread_num());
     }
