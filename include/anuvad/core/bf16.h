@@ -31,9 +31,11 @@ ComputeType parse_compute_type(const std::string& name);
 std::string compute_type_name(ComputeType type);
 
 /// float32 bytes of weight matrices from which "auto" picks bfloat16: about what the two cores'
-/// L2 caches hold. Measured (README "Speed"): models of 26 MB and more translate 1.5-2.3x
-/// faster in bfloat16; a 1.2 MB one (d_model 64) decodes batches slower (112k vs 139k tok/s)
-/// and the 4 MB default preset equally fast, so those stay float32.
+/// L2 caches hold. Measured when chosen (2026-12-01, Zen 4): models of 26 MB and more
+/// translated 1.5-2.3x faster in bfloat16; a 1.2 MB one (d_model 64) decoded batches slower
+/// (112k vs 139k tok/s) and the 4 MB default preset equally fast, so those stay float32. On a
+/// Zen 5 with AVX-512 BF16 (2026-12-07, README "Speed", both parts of the run): 26 MB (the
+/// bench's small) 1.8-2.4x, base 2.3-2.6x, the 1.2 MB tiny 0.82-1.26x.
 inline constexpr int64_t kBf16AutoMinWeightBytes = int64_t(8) << 20;
 /// What kAuto stands for for a model whose weight matrices (those set_compute_type converts)
 /// take `weight_bytes` bytes in float32: kBfloat16 when bf16_affine has a vector path in this
